@@ -73,10 +73,6 @@ func (l siteList) sizeRange(n int) (lo, hi int) {
 	return lo, hi
 }
 
-func (l siteList) dynamic() bool {
-	return l.incOrigin || l.incSelf || l.exclOrigin || l.exclSelf
-}
-
 type op uint8
 
 const (

@@ -1,0 +1,37 @@
+# Stabilizer: the two commands a newcomer needs are `make demo` and `make test`.
+GO ?= go
+PKGS := ./...
+
+.PHONY: all build test demo bench lint fuzz clean
+
+all: build
+
+build:
+	$(GO) build $(PKGS)
+
+# The full suite, as CI runs it: vet, then every test with the expensive
+# invariant checks of the `invariants` build tag turned on.
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -tags invariants -count=1 -timeout 12m $(PKGS)
+
+demo:
+	bash deploy/demo/predicates.sh
+
+# Benchmarks of every package; BENCH narrows them, e.g. make bench BENCH=Eval.
+BENCH ?= .
+bench:
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKGS)
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
+
+# A short fuzzing run of every fuzz target; FUZZTIME to change its length.
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test ./frontier -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME)
+
+clean:
+	$(GO) clean -testcache

@@ -1,0 +1,86 @@
+// Command kvctl is the command-line client of Stabilizer: it evaluates
+// stability-frontier predicates offline and talks to stabilizerd sites.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// usageError marks errors in how kvctl was called, which exit with 2.
+type usageError struct{ error }
+
+// run executes kvctl and returns its exit status: 0 on success, 1 when the
+// command failed, 2 when it was called wrongly.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(stderr, "kvctl: %s\n", line)
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+// globals are the flags every subcommand shares.
+type globals struct {
+	output string
+}
+
+func (g *globals) checkOutput(allowed ...string) error {
+	for _, a := range allowed {
+		if g.output == a {
+			return nil
+		}
+	}
+	return usageError{fmt.Errorf("-o %q: unknown output format (known: %s)", g.output, strings.Join(allowed, ", "))}
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "kvctl",
+		Short: "Client of the Stabilizer wide-area key/value store",
+		Long: `kvctl talks to Stabilizer sites and evaluates stability-frontier predicates.
+
+A predicate states the consistency a write or read needs, as an expression
+over a stream's acknowledgement table, e.g. "majority(persisted(sites))".
+See DESIGN.md §3 for the language.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text, json or table")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newPredicateCmd(g))
+	return root
+}
+
+// exactArgs is cobra.ExactArgs with an error that says what is missing and
+// marks it as a usage error.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usageError{fmt.Errorf("%s takes %d argument(s) (%s), got %d; see %s --help",
+				cmd.CommandPath(), len(names), strings.Join(names, " "), len(args), cmd.CommandPath())}
+		}
+		return nil
+	}
+}
