@@ -1,0 +1,402 @@
+package wan
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newTestNetwork returns a network whose logs go to t.Log, closed at cleanup.
+func newTestNetwork(t *testing.T, cfg Config) *Network {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug})
+	}
+	n, err := NewNetwork(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return n
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// pair returns the a->b link with both directions set to cfg.
+func pair(t *testing.T, n *Network, cfg LinkConfig) *Link {
+	t.Helper()
+	ab, err := n.Link("a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ab.Set(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := ab.Reverse().Set(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return ab
+}
+
+// server is a TCP server on 127.0.0.1 that runs handle for every
+// connection, stopped and waited for at cleanup.
+type server struct {
+	ln net.Listener
+	wg sync.WaitGroup
+	mu sync.Mutex
+	cs []net.Conn
+}
+
+func startServer(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{ln: ln}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.cs = append(s.cs, c)
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		for _, c := range s.cs {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+func startEcho(t *testing.T) string {
+	return startServer(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// roundTrip sends a small message and times its echo.
+func roundTrip(t *testing.T, c net.Conn) time.Duration {
+	t.Helper()
+	msg := []byte("ping-0123456789abcdef0123456789")
+	got := make([]byte, len(msg))
+	start := time.Now()
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(msg) {
+		t.Fatalf("echo = %q, want %q", got, msg)
+	}
+	return time.Since(start)
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// TestFidelityRTT: the round trip through a link pair is the configured one
+// within ±2 ms (median of several small ping-pongs over one connection).
+func TestFidelityRTT(t *testing.T) {
+	for _, rtt := range []time.Duration{50 * time.Millisecond, 200 * time.Millisecond} {
+		t.Run(rtt.String(), func(t *testing.T) {
+			t.Parallel()
+			n := newTestNetwork(t, Config{})
+			ab := pair(t, n, LinkConfig{Delay: rtt / 2})
+			p, err := ab.Proxy(startEcho(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := dial(t, p.Addr())
+			var samples []time.Duration
+			for range 9 {
+				samples = append(samples, roundTrip(t, c))
+			}
+			med := median(samples)
+			t.Logf("configured RTT %v: median %v, error %v, samples %v", rtt, med, med-rtt, samples)
+			if abs(med-rtt) > 2*time.Millisecond {
+				t.Errorf("median RTT %v, want %v ± 2ms", med, rtt)
+			}
+		})
+	}
+}
+
+// TestFidelityThroughput: a bulk transfer through a 20 MB/s link runs at
+// 20 MB/s ± 5%, and a ping on a second connection through the same link
+// still sees the configured RTT ± 2 ms while the link is busy.
+func TestFidelityThroughput(t *testing.T) {
+	t.Parallel()
+	const (
+		rate = 20 * MBPerSecond
+		rtt  = 50 * time.Millisecond
+	)
+	n := newTestNetwork(t, Config{})
+	ab := pair(t, n, LinkConfig{Delay: rtt / 2})
+	if err := ab.Set(LinkConfig{Delay: rtt / 2, Bandwidth: rate}); err != nil {
+		t.Fatal(err)
+	}
+	var received atomic.Int64
+	sink := startServer(t, func(c net.Conn) {
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := c.Read(buf)
+			received.Add(int64(k))
+			if err != nil {
+				return
+			}
+		}
+	})
+	bulkProxy, err := ab.Proxy(sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingProxy, err := ab.Proxy(startEcho(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bulk := dial(t, bulkProxy.Addr())
+	ping := dial(t, pingProxy.Addr())
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 64<<10)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := bulk.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		bulk.Close()
+		wg.Wait()
+	}()
+
+	// Warm up: measure only once bytes flow steadily.
+	deadline := time.Now().Add(10 * time.Second)
+	for received.Load() < 2<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d bytes arrived in 10s", received.Load())
+		}
+		roundTrip(t, ping)
+	}
+	c0, t0 := received.Load(), time.Now()
+	var samples []time.Duration
+	for time.Since(t0) < 2500*time.Millisecond {
+		samples = append(samples, roundTrip(t, ping))
+	}
+	c1, t1 := received.Load(), time.Now()
+	got := float64(c1-c0) / t1.Sub(t0).Seconds()
+	med := median(samples)
+	t.Logf("throughput %.2f MB/s (limit %v, error %+.2f%%) over %v; ping while busy: median %v (error %v) over %d samples",
+		got/1e6, rate, 100*(got-float64(rate))/float64(rate), t1.Sub(t0).Round(time.Millisecond), med, med-rtt, len(samples))
+	if got < 0.95*float64(rate) || got > 1.05*float64(rate) {
+		t.Errorf("throughput %.2f MB/s, want %v ± 5%%", got/1e6, rate)
+	}
+	if abs(med-rtt) > 2*time.Millisecond {
+		t.Errorf("RTT while busy %v, want %v ± 2ms", med, rtt)
+	}
+}
+
+// expectSilence checks that nothing arrives on c within window and that
+// the connection is still open (a timeout, not an EOF or reset).
+func expectSilence(t *testing.T, c net.Conn, window time.Duration) {
+	t.Helper()
+	if err := c.SetReadDeadline(time.Now().Add(window)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	k, err := c.Read(buf)
+	if k > 0 {
+		t.Fatalf("received %q through a cut link", buf[:k])
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("read during cut: %v, want a timeout on an open connection", err)
+	}
+}
+
+func readFull(t *testing.T, c net.Conn, n int, within time.Duration) []byte {
+	t.Helper()
+	if err := c.SetReadDeadline(time.Now().Add(within)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return buf
+}
+
+// TestCutAndRestore: a cut passes no byte in either of its roles (requests
+// on the link, replies on its reverse), keeps connections open, and a
+// restore delivers everything held, in order, one delay after the restore.
+func TestCutAndRestore(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		cut  func(ab *Link) *Link
+		// inFlight writes before cutting, so the bytes are on the wire.
+		inFlight bool
+	}{
+		{"forward", func(ab *Link) *Link { return ab }, false},
+		{"reverse", func(ab *Link) *Link { return ab.Reverse() }, false},
+		{"in-flight", func(ab *Link) *Link { return ab }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			n := newTestNetwork(t, Config{})
+			ab := pair(t, n, LinkConfig{Delay: delay})
+			p, err := ab.Proxy(startEcho(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := dial(t, p.Addr())
+			roundTrip(t, c)
+
+			msg := []byte("written-around-the-cut")
+			l := tc.cut(ab)
+			if tc.inFlight {
+				if _, err := c.Write(msg); err != nil {
+					t.Fatal(err)
+				}
+				l.Cut()
+			} else {
+				l.Cut()
+				if _, err := c.Write(msg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !l.IsCut() {
+				t.Fatal("IsCut() = false after Cut")
+			}
+			expectSilence(t, c, 300*time.Millisecond)
+
+			l.Restore()
+			restored := time.Now()
+			got := readFull(t, c, len(msg), 5*time.Second)
+			took := time.Since(restored)
+			if string(got) != string(msg) {
+				t.Fatalf("after restore got %q, want %q", got, msg)
+			}
+			// At least the cut direction's delay must pass after the restore.
+			if took < delay-time.Millisecond {
+				t.Errorf("held bytes arrived %v after restore, before the link delay %v", took, delay)
+			}
+			t.Logf("held bytes arrived %v after restore", took)
+			// The connection carries on as before.
+			if d := roundTrip(t, c); abs(d-2*delay) > 2*time.Millisecond {
+				t.Errorf("RTT after restore %v, want %v", d, 2*delay)
+			}
+		})
+	}
+}
+
+// TestDialThroughCutLink: a dial waits for a cut link like a SYN being
+// retransmitted, fails with the caller's timeout, and costs one round trip
+// once the link is back.
+func TestDialThroughCutLink(t *testing.T) {
+	t.Parallel()
+	const delay = 15 * time.Millisecond
+	n := newTestNetwork(t, Config{})
+	ab := pair(t, n, LinkConfig{Delay: delay})
+	echo := startEcho(t)
+	if err := n.Register("b", echo); err != nil {
+		t.Fatal(err)
+	}
+	d := n.Dialer("a")
+
+	ab.Reverse().Cut()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err := d.DialContext(ctx, "tcp", echo)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("dial through cut link: %v, want deadline exceeded", err)
+	}
+	ab.Reverse().Restore()
+
+	start := time.Now()
+	c, err := d.DialContext(context.Background(), "tcp", echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if took := time.Since(start); abs(took-2*delay) > 2*time.Millisecond {
+		t.Errorf("dial took %v, want one round trip %v", took, 2*delay)
+	}
+	if rt := roundTrip(t, c); abs(rt-2*delay) > 2*time.Millisecond {
+		t.Errorf("RTT %v, want %v", rt, 2*delay)
+	}
+	if _, err := d.DialContext(context.Background(), "tcp", "127.0.0.1:1"); err == nil {
+		t.Error("dial to an unregistered address succeeded")
+	}
+}
