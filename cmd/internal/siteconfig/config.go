@@ -1,0 +1,271 @@
+package siteconfig
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/stabilizer/stabilizer/frontier"
+)
+
+// Config is one site's configuration file.
+type Config struct {
+	// Site is this site's name; it must be one of Sites.
+	Site string `yaml:"site"`
+	// Cluster names the cluster; sites of different clusters refuse each
+	// other. Default "stabilizer".
+	Cluster string `yaml:"cluster,omitempty"`
+	// Sites are all sites of the cluster, in the same order at every site.
+	// The entry of this site may omit its addresses.
+	Sites []Site `yaml:"sites"`
+	// Groups maps a group name to its member sites, e.g. us: [us-east-1].
+	Groups map[string][]string `yaml:"groups,omitempty"`
+	// Listen are this site's own listen addresses.
+	Listen Listen `yaml:"listen"`
+	// DataDir holds the site's pebble database. Relative paths are taken
+	// from the config file's folder.
+	DataDir string `yaml:"data_dir"`
+	// Predicates are named predicates besides the built-in ones.
+	Predicates map[string]string `yaml:"predicates,omitempty"`
+	// Levels are custom acknowledgement levels applications may report.
+	Levels []string `yaml:"levels,omitempty"`
+	// KV configures the key/value store.
+	KV KV `yaml:"kv,omitempty"`
+	// Insecure must be true to run without TLS (local use only).
+	Insecure bool `yaml:"insecure,omitempty"`
+	// TLS are the files for mutual TLS between sites and with clients.
+	TLS TLS `yaml:"tls,omitempty"`
+	// LogLevel is trace, debug, info, warn or error. Default info.
+	LogLevel string `yaml:"log_level,omitempty"`
+
+	dir string // the config file's folder
+}
+
+// Site is one member of the cluster and how this site reaches it.
+type Site struct {
+	Name    string `yaml:"name"`
+	Data    string `yaml:"data,omitempty"`    // peer data plane
+	Control string `yaml:"control,omitempty"` // peer control plane
+	Client  string `yaml:"client,omitempty"`  // client gRPC API (quorum reads go here)
+}
+
+// Listen are a site's own listen addresses.
+type Listen struct {
+	Data    string `yaml:"data"`
+	Control string `yaml:"control"`
+	Client  string `yaml:"client"`
+	HTTP    string `yaml:"http"`
+}
+
+// KV configures the key/value store; zero fields take the defaults below.
+type KV struct {
+	// DefaultWait is the predicate a write waits for when the request names
+	// none. Default "majority".
+	DefaultWait string `yaml:"default_wait,omitempty"`
+	// DefaultTimeout bounds a wait when the request sets no deadline.
+	// Default 10s.
+	DefaultTimeout time.Duration `yaml:"default_timeout,omitempty"`
+	// MaxKeyBytes defaults to 4096, MaxValueBytes to 1 MiB.
+	MaxKeyBytes   int `yaml:"max_key_bytes,omitempty"`
+	MaxValueBytes int `yaml:"max_value_bytes,omitempty"`
+}
+
+// TLS names certificate files; all three are needed unless Insecure.
+type TLS struct {
+	Cert string `yaml:"cert,omitempty"`
+	Key  string `yaml:"key,omitempty"`
+	CA   string `yaml:"ca,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultCluster       = "stabilizer"
+	DefaultWait          = "majority"
+	DefaultTimeout       = 10 * time.Second
+	DefaultMaxKeyBytes   = 4096
+	DefaultMaxValueBytes = 1 << 20
+)
+
+// Load reads, defaults and validates a config file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	cfg.dir = filepath.Dir(path)
+	return cfg, nil
+}
+
+// Parse decodes a config, rejecting unknown fields, applies the defaults and
+// validates it.
+func Parse(data []byte) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w", err)
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.Cluster == "" {
+		c.Cluster = DefaultCluster
+	}
+	if c.KV.DefaultWait == "" {
+		c.KV.DefaultWait = DefaultWait
+	}
+	if c.KV.DefaultTimeout == 0 {
+		c.KV.DefaultTimeout = DefaultTimeout
+	}
+	if c.KV.MaxKeyBytes == 0 {
+		c.KV.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if c.KV.MaxValueBytes == 0 {
+		c.KV.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+}
+
+// Validate reports every bad field, each naming the field and its value.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	names := c.SiteNames()
+	if c.Site == "" {
+		bad("site", "missing: the name of this site")
+	} else if !slices.Contains(names, c.Site) {
+		bad("site", "%q is not one of sites (%s)", c.Site, strings.Join(names, ", "))
+	}
+	if len(c.Sites) == 0 {
+		bad("sites", "missing: list every site of the cluster, this one included")
+	}
+	seen := map[string]bool{}
+	for i, s := range c.Sites {
+		field := fmt.Sprintf("sites[%d]", i)
+		if s.Name == "" {
+			bad(field+".name", "missing")
+		} else if seen[s.Name] {
+			bad(field+".name", "duplicate site %q", s.Name)
+		}
+		seen[s.Name] = true
+		if s.Name == c.Site {
+			continue
+		}
+		for _, a := range []struct{ f, v string }{{"data", s.Data}, {"control", s.Control}, {"client", s.Client}} {
+			if err := checkAddr(a.v); err != nil {
+				bad(field+"."+a.f, "%v", err)
+			}
+		}
+	}
+	for _, a := range []struct{ f, v string }{{"data", c.Listen.Data}, {"control", c.Listen.Control}, {"client", c.Listen.Client}, {"http", c.Listen.HTTP}} {
+		if err := checkAddr(a.v); err != nil {
+			bad("listen."+a.f, "%v", err)
+		}
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "missing: the folder for this site's database")
+	}
+	schema := c.Schema()
+	if err := schema.Validate(); err != nil && len(c.Sites) > 0 {
+		for _, e := range strings.Split(err.Error(), "\n") {
+			errs = append(errs, errors.New(strings.TrimPrefix(strings.TrimPrefix(e, "frontier: "), "schema: ")))
+		}
+	} else if err == nil {
+		for _, name := range sortedKeys(c.Predicates) {
+			if _, builtin := frontier.Builtins[name]; builtin {
+				bad("predicates."+name, "%q is a built-in predicate and cannot be redefined", name)
+				continue
+			}
+			if _, err := frontier.Compile(c.Predicates[name], schema); err != nil {
+				bad("predicates."+name, "%v", err)
+			}
+		}
+		if _, ok := c.Predicates[c.KV.DefaultWait]; !ok {
+			if _, err := frontier.Compile(c.KV.DefaultWait, schema); err != nil {
+				bad("kv.default_wait", "%q: %v", c.KV.DefaultWait, err)
+			}
+		}
+	}
+	if c.KV.DefaultTimeout < 0 {
+		bad("kv.default_timeout", "%v is negative", c.KV.DefaultTimeout)
+	}
+	if c.KV.MaxKeyBytes < 0 || c.KV.MaxValueBytes < 0 {
+		bad("kv", "max_key_bytes %d and max_value_bytes %d must be positive", c.KV.MaxKeyBytes, c.KV.MaxValueBytes)
+	}
+	if !c.Insecure && (c.TLS.Cert == "" || c.TLS.Key == "" || c.TLS.CA == "") {
+		bad("tls", "cert, key and ca are required unless insecure: true is set (plaintext, for local use only)")
+	}
+	switch c.LogLevel {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		bad("log_level", "%q is not one of trace, debug, info, warn, error", c.LogLevel)
+	}
+	return errors.Join(errs...)
+}
+
+func checkAddr(a string) error {
+	if a == "" {
+		return errors.New("missing: host:port")
+	}
+	if _, _, err := net.SplitHostPort(a); err != nil {
+		return fmt.Errorf("%q is not host:port: %v", a, err)
+	}
+	return nil
+}
+
+// SiteNames returns the cluster's sites in configuration order.
+func (c *Config) SiteNames() []string {
+	out := make([]string, 0, len(c.Sites))
+	for _, s := range c.Sites {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// Schema is the predicate schema the cluster's predicates compile against.
+func (c *Config) Schema() *frontier.Schema {
+	return &frontier.Schema{Sites: c.SiteNames(), Groups: c.Groups, Levels: c.Levels}
+}
+
+// DataPath is DataDir resolved against the config file's folder.
+func (c *Config) DataPath() string {
+	if filepath.IsAbs(c.DataDir) || c.dir == "" {
+		return c.DataDir
+	}
+	return filepath.Join(c.dir, c.DataDir)
+}
+
+// Peers returns every site but this one.
+func (c *Config) Peers() []Site {
+	var out []Site
+	for _, s := range c.Sites {
+		if s.Name != c.Site {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
