@@ -1,0 +1,162 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/stabilizer/stabilizer/frontier"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultMaxBatchBytes     = 256 << 10
+	DefaultMaxInflightBytes  = 4 << 20
+	DefaultMaxMemoryBytes    = 8 << 20
+	DefaultMaxUnapplied      = 4096
+	DefaultAckInterval       = 1
+	DefaultHeartbeatInterval = 10
+	DefaultFullAckInterval   = 100
+	DefaultResendTicks       = 50
+	// MaxStreamName bounds stream names, which travel in every entry.
+	MaxStreamName = 200
+)
+
+// Storage reads back what the driver persisted from Ready.Entries. The core
+// calls it from Ready when a peer or the local application needs entries that
+// are no longer held in memory (after a restart, or after they were trimmed to
+// keep memory bounded). It must be deterministic: the same call on the same
+// persisted data returns the same entries.
+type Storage interface {
+	// Entries returns the persisted entries lo, lo+1, … of stream, none above
+	// hi, stopping once maxBytes of payload are exceeded but always returning
+	// at least entry lo. Entries that were never persisted are an error.
+	Entries(stream StreamID, lo, hi uint64, maxBytes int) ([]Entry, error)
+}
+
+// Config configures a Core. The zero value of a field means its default.
+type Config struct {
+	// Site is this site's name; it must be in Schema.Sites. Required.
+	Site string
+	// Schema lists the sites, groups and custom levels. Required.
+	Schema *frontier.Schema
+	// Predicates are configured named predicates (name -> source), version 1
+	// unless State holds a later version. Built-in names are refused.
+	Predicates map[string]string
+	// Storage reads persisted entries back. Required.
+	Storage Storage
+	// Rand is the source of session identifiers. Default: a generator seeded
+	// from the site name, which is deterministic; drivers should seed it from
+	// real entropy so that sessions of successive runs differ.
+	Rand *rand.Rand
+	// MaxBatchBytes bounds one Data message. Default 256 KiB.
+	MaxBatchBytes int
+	// MaxInflightBytes bounds the bytes sent to one destination and not yet
+	// acknowledged received by it. Default 4 MiB.
+	MaxInflightBytes int
+	// MaxMemoryBytes bounds the persisted entries of one stream kept in
+	// memory; older ones are read back through Storage. Default 8 MiB.
+	MaxMemoryBytes int
+	// MaxUnapplied bounds the messages of one stream handed to the
+	// application and not yet Applied. Default 4096.
+	MaxUnapplied int
+	// AckInterval is the least number of ticks between two Acks messages
+	// to one peer that carry changed cells. Default 1.
+	AckInterval int
+	// HeartbeatInterval is the number of ticks between clock heartbeats
+	// (Acks carrying Clock and Heads) to every peer. Default 10.
+	HeartbeatInterval int
+	// FullAckInterval is the number of ticks between Acks carrying the whole
+	// row, which repairs any lost delta. Default 100.
+	FullAckInterval int
+	// ResendTicks is how many ticks a channel may go without progress while
+	// data is in flight, or without an answer to Hello, before the core
+	// opens a new session. Default 50.
+	ResendTicks int
+}
+
+// Validate reports every bad field of c, not only the first.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Schema == nil {
+		errs = append(errs, errors.New("core: config: schema: missing"))
+	} else {
+		if err := c.Schema.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("core: config: schema: %w", err))
+		}
+		if _, ok := c.Schema.SiteIndex(c.Site); !ok {
+			errs = append(errs, fmt.Errorf("core: config: site: %q is not in schema sites %v", c.Site, c.Schema.Sites))
+		}
+	}
+	if c.Site == "" {
+		errs = append(errs, errors.New("core: config: site: missing"))
+	}
+	if c.Storage == nil {
+		errs = append(errs, errors.New("core: config: storage: missing"))
+	}
+	for name, v := range map[string]int{
+		"max_batch_bytes": c.MaxBatchBytes, "max_inflight_bytes": c.MaxInflightBytes,
+		"max_memory_bytes": c.MaxMemoryBytes, "max_unapplied": c.MaxUnapplied,
+		"ack_interval": c.AckInterval, "heartbeat_interval": c.HeartbeatInterval,
+		"full_ack_interval": c.FullAckInterval, "resend_ticks": c.ResendTicks,
+	} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("core: config: %s: %d is negative", name, v))
+		}
+	}
+	for name := range c.Predicates {
+		if _, ok := frontier.Builtins[name]; ok {
+			errs = append(errs, fmt.Errorf("core: config: predicates.%s: %w", name, ErrBuiltinPredicate))
+		}
+	}
+	// Sort for a deterministic message: map iteration above may reorder.
+	sortErrors(errs)
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxBatchBytes, DefaultMaxBatchBytes)
+	def(&c.MaxInflightBytes, DefaultMaxInflightBytes)
+	def(&c.MaxMemoryBytes, DefaultMaxMemoryBytes)
+	def(&c.MaxUnapplied, DefaultMaxUnapplied)
+	def(&c.AckInterval, DefaultAckInterval)
+	def(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	def(&c.FullAckInterval, DefaultFullAckInterval)
+	def(&c.ResendTicks, DefaultResendTicks)
+	if c.Rand == nil {
+		var seed uint64
+		for _, b := range []byte(c.Site) {
+			seed = seed*131 + uint64(b)
+		}
+		c.Rand = rand.New(rand.NewPCG(seed, 0x5ab1e))
+	}
+	return c
+}
+
+// State is what a restarted core resumes from; the driver assembles it from
+// what it persisted out of earlier Readies. The zero State is a fresh site.
+type State struct {
+	// Heads: for every stream in the local log (own and remote), the highest
+	// persisted seq (all of 1..Seq are persisted) and that entry's HLC.
+	Heads []Position
+	// Acks: the latest persisted value of every cell of Ready.Acks.
+	Acks []AckCell
+	// Applied: the application's own durable position per stream, when it
+	// keeps one; delivery resumes after it. A stream without one resumes
+	// after its persisted `applied` ack.
+	Applied []Position
+	// Predicates: the latest PredicateDef of every name from Ready.Predicates.
+	Predicates []PredicateDef
+	// Frontiers: the latest FrontierAdvance per (stream, predicate) from
+	// Ready.Frontiers, as a FrontierState.
+	Frontiers []FrontierState
+	// StableTimes: the latest per predicate from Ready.StableTimes.
+	StableTimes []StableTime
+	// Clock: the latest Ready.Clock.
+	Clock HLC
+}

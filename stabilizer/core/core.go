@@ -1,0 +1,394 @@
+package core
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/stabilizer/stabilizer/frontier"
+)
+
+// Core is the deterministic protocol state machine of one site. See the
+// package documentation for the contract between a Core and its driver.
+type Core struct {
+	cfg     Config
+	self    int
+	n       int // sites
+	nlevels int
+
+	tick  uint64
+	phys  int64 // latest physical time given to Tick
+	clock HLC   // latest timestamp issued or observed
+
+	streams  map[StreamID]*stream
+	list     []*stream   // every stream, in creation order, for determinism
+	own      []*stream   // this site's streams, in creation order
+	byOrigin [][]*stream // streams by origin site index
+
+	peers []*peer // by site index; nil at self
+
+	preds     map[string]*pred
+	predNames []string // sorted
+
+	// originT is the latest clock heartbeat of each origin; at self, the
+	// latest clock persisted through Ready.Clock.
+	originT []HLC
+	stable  map[string]HLC // published stable time per predicate
+
+	rowVer     uint64 // bumped at every change of this site's own row
+	dirtyCells []cellRef
+	timeDirty  bool
+
+	pendingMsgs []Message // Hello, Positions and Reject, sent before data
+	pendingDefs []PredicateDef
+	errs        []error
+
+	nextHB   uint64 // tick at which the next clock heartbeat is due
+	nextFull uint64 // tick at which the next whole-row Acks is due
+
+	// Set between Ready and Advance: what the Ready asked to persist.
+	awaiting   bool
+	inReady    []durMark
+	readyClock HLC
+	readyHeads []uint64 // per own stream, heads at readyClock
+}
+
+type cellRef struct {
+	s     *stream
+	level int
+}
+
+type durMark struct {
+	s   *stream
+	seq uint64
+	hlc HLC
+}
+
+type pred struct {
+	src      string
+	version  uint64
+	compiled *frontier.Predicate
+	builtin  bool
+}
+
+// New returns a Core for cfg.Site that resumes from st (the zero State for a
+// fresh site).
+func New(cfg Config, st State) (*Core, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	self, _ := cfg.Schema.SiteIndex(cfg.Site)
+	c := &Core{
+		cfg:      cfg,
+		self:     self,
+		n:        len(cfg.Schema.Sites),
+		nlevels:  cfg.Schema.NumLevels(),
+		streams:  make(map[StreamID]*stream),
+		preds:    make(map[string]*pred),
+		stable:   make(map[string]HLC),
+		peers:    make([]*peer, len(cfg.Schema.Sites)),
+		originT:  make([]HLC, len(cfg.Schema.Sites)),
+		byOrigin: make([][]*stream, len(cfg.Schema.Sites)),
+	}
+	for i, name := range cfg.Schema.Sites {
+		if i != self {
+			c.peers[i] = &peer{idx: i, name: name}
+		}
+	}
+	for _, name := range frontier.BuiltinNames() {
+		if err := c.definePredicate(name, frontier.Builtins[name], 1, true); err != nil {
+			return nil, err
+		}
+	}
+	names := make([]string, 0, len(cfg.Predicates))
+	for name := range cfg.Predicates {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := c.definePredicate(name, cfg.Predicates[name], 1, false); err != nil {
+			return nil, fmt.Errorf("core: config: predicates.%s: %w", name, err)
+		}
+	}
+	if err := c.restore(st); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Core) definePredicate(name, src string, version uint64, builtin bool) error {
+	p, err := frontier.Compile(src, c.cfg.Schema)
+	if err != nil {
+		return err
+	}
+	if _, ok := c.preds[name]; !ok {
+		c.predNames = append(c.predNames, name)
+		slices.Sort(c.predNames)
+	}
+	c.preds[name] = &pred{src: src, version: version, compiled: p, builtin: builtin}
+	for _, s := range c.list {
+		s.dirty = true
+	}
+	c.timeDirty = true
+	return nil
+}
+
+func (c *Core) restore(st State) error {
+	for _, d := range st.Predicates {
+		if old, ok := c.preds[d.Name]; ok && old.builtin {
+			return fmt.Errorf("%w: predicate %q: %w", ErrBadState, d.Name, ErrBuiltinPredicate)
+		}
+		if err := c.definePredicate(d.Name, d.Source, d.Version, false); err != nil {
+			return fmt.Errorf("%w: predicate %q: %w", ErrBadState, d.Name, err)
+		}
+	}
+	get := func(id StreamID) (*stream, error) {
+		if s, ok := c.streams[id]; ok {
+			return s, nil
+		}
+		o, ok := c.cfg.Schema.SiteIndex(id.Origin)
+		if !ok {
+			return nil, fmt.Errorf("%w: stream %s: origin %q: %w", ErrBadState, id, id.Origin, ErrUnknownPeer)
+		}
+		return c.newStream(id, o), nil
+	}
+	for _, h := range st.Heads {
+		s, err := get(h.Stream)
+		if err != nil {
+			return err
+		}
+		s.head, s.written, s.durable, s.headHLC = h.Seq, h.Seq, h.Seq, h.HLC
+		c.clock = maxHLC(c.clock, h.HLC)
+	}
+	for _, a := range st.Acks {
+		s, err := get(a.Stream)
+		if err != nil {
+			return err
+		}
+		site, ok := c.cfg.Schema.SiteIndex(a.Site)
+		if !ok || a.Level < 0 || a.Level >= c.nlevels {
+			return fmt.Errorf("%w: ack cell %s site %q level %d", ErrBadState, a.Stream, a.Site, a.Level)
+		}
+		if i := a.Level*c.n + site; a.Seq > s.acks[i] {
+			s.acks[i], s.hlcs[i] = a.Seq, a.HLC
+		}
+	}
+	for _, s := range c.list {
+		// What is persisted was received and persisted, whatever the
+		// saved cells say: those may predate the last write.
+		c.setOwn(s, frontier.Received, s.head, s.headHLC)
+		c.setOwn(s, frontier.Persisted, s.durable, s.headHLC)
+		s.appPos = s.acks[frontier.Applied*c.n+c.self]
+	}
+	for _, a := range st.Applied {
+		s, ok := c.streams[a.Stream]
+		if !ok {
+			return fmt.Errorf("%w: applied position of %s: %w", ErrBadState, a.Stream, ErrUnknownStream)
+		}
+		s.appPos = a.Seq
+	}
+	for _, s := range c.list {
+		// The application's own position is durable: ack it even if the
+		// ack cell was lost with the last write before a crash.
+		c.setOwn(s, frontier.Applied, s.appPos, HLC{})
+		if s.appPos > s.durable {
+			return fmt.Errorf("%w: stream %s applied %d beyond persisted %d", ErrBadState, s.id, s.appPos, s.durable)
+		}
+		s.delivered = s.appPos
+	}
+	for _, f := range st.Frontiers {
+		s, err := get(f.Stream)
+		if err != nil {
+			return err
+		}
+		if _, ok := c.preds[f.Predicate]; !ok {
+			// A predicate no longer configured: its releases are moot.
+			continue
+		}
+		s.rel[f.Predicate] = &release{seq: f.Seq, version: f.Version, hlc: f.HLC}
+	}
+	for _, t := range st.StableTimes {
+		c.stable[t.Predicate] = t.Time
+	}
+	c.clock = maxHLC(c.clock, st.Clock)
+	// Every message this site ever stamped is at or below the restored
+	// clock, and every one to come is above it: the clock and today's heads
+	// form a valid heartbeat.
+	c.originT[c.self] = st.Clock
+	for _, s := range c.own {
+		s.hbHead = s.head
+	}
+	c.timeDirty = true
+	return nil
+}
+
+// now issues a fresh timestamp, above every timestamp issued or observed.
+func (c *Core) now() HLC {
+	if c.phys > c.clock.Wall {
+		c.clock = HLC{Wall: c.phys}
+	} else {
+		c.clock.Logical++
+	}
+	return c.clock
+}
+
+func (c *Core) observe(h HLC) { c.clock = maxHLC(c.clock, h) }
+
+// setOwn raises a cell of this site's own row.
+func (c *Core) setOwn(s *stream, level int, seq uint64, hlc HLC) {
+	i := level*c.n + c.self
+	if seq <= s.acks[i] {
+		return
+	}
+	s.acks[i], s.hlcs[i] = seq, hlc
+	c.rowVer++
+	s.cellVer[level] = c.rowVer
+	s.dirty = true
+	c.timeDirty = true
+	if !s.queued[level] {
+		s.queued[level] = true
+		c.dirtyCells = append(c.dirtyCells, cellRef{s, level})
+	}
+}
+
+// Append adds payload to this site's stream name and returns its seq and
+// HLC. The entry is handed out in the next Ready's Entries; it is sent to no
+// one before the driver confirmed it persisted. The core keeps payload: the
+// caller must not modify it afterwards.
+func (c *Core) Append(name string, payload []byte) (uint64, HLC, error) {
+	if err := checkStreamName(name); err != nil {
+		return 0, HLC{}, fmt.Errorf("core: append: %w", err)
+	}
+	id := StreamID{Origin: c.cfg.Site, Name: name}
+	s, ok := c.streams[id]
+	if !ok {
+		s = c.newStream(id, c.self)
+	}
+	e := Entry{Stream: id, Seq: s.head + 1, HLC: c.now(), Payload: payload}
+	s.push(e)
+	c.setOwn(s, frontier.Received, e.Seq, e.HLC)
+	return e.Seq, e.HLC, nil
+}
+
+// Tick advances time by one tick; now is the physical time in nanoseconds
+// for the hybrid logical clock (it may stand still or jump; it is never
+// taken to move backwards).
+func (c *Core) Tick(now int64) {
+	c.tick++
+	c.phys = max(c.phys, now)
+	for _, p := range c.peers {
+		if p == nil || !p.connected {
+			continue
+		}
+		stuck := !p.established || len(p.inflight) > 0
+		if stuck && c.tick-p.progressTick >= uint64(c.cfg.ResendTicks) {
+			// The Hello or some data went unanswered: start over from
+			// what the destination says it holds.
+			c.newSession(p)
+		}
+	}
+}
+
+// Connected tells the core that connections to peer are up: it opens a new
+// session of the data channel (a Hello; data follows once the peer answered
+// with its positions) and sends the whole ack row on the control plane.
+func (c *Core) Connected(peer string) error {
+	p, err := c.peer(peer)
+	if err != nil {
+		return fmt.Errorf("core: connected: %w", err)
+	}
+	p.connected = true
+	p.rejected = nil
+	p.needFull = true
+	c.newSession(p)
+	return nil
+}
+
+// Disconnected tells the core that the connections to peer broke: nothing is
+// sent on its data channel until Connected.
+func (c *Core) Disconnected(peer string) error {
+	p, err := c.peer(peer)
+	if err != nil {
+		return fmt.Errorf("core: disconnected: %w", err)
+	}
+	p.connected = false
+	p.established = false
+	p.resetInflight()
+	return nil
+}
+
+func (c *Core) peer(name string) (*peer, error) {
+	i, ok := c.cfg.Schema.SiteIndex(name)
+	if !ok || i == c.self {
+		return nil, fmt.Errorf("%w: %q (known: %v)", ErrUnknownPeer, name, c.cfg.Schema.Sites)
+	}
+	return c.peers[i], nil
+}
+
+// Applied tells the core that the application consumed every delivered
+// message of stream up to seq; the site acks `applied` for them.
+func (c *Core) Applied(id StreamID, seq uint64) error {
+	s, ok := c.streams[id]
+	if !ok {
+		return fmt.Errorf("core: applied %s: %w", id, ErrUnknownStream)
+	}
+	if seq > s.delivered {
+		return fmt.Errorf("core: applied %s %d: %w (delivered up to %d)", id, seq, ErrNotDelivered, s.delivered)
+	}
+	if seq <= s.appPos {
+		return nil
+	}
+	s.appPos = seq
+	var hlc HLC
+	for len(s.unapplied) > 0 && s.unapplied[0].seq <= seq {
+		hlc = s.unapplied[0].hlc
+		s.unapplied = s.unapplied[1:]
+	}
+	c.setOwn(s, frontier.Applied, seq, hlc)
+	return nil
+}
+
+// Report acknowledges stream up to seq at a custom level. Reports only
+// raise: a lower seq than already reported is ignored.
+func (c *Core) Report(id StreamID, level string, seq uint64) error {
+	s, ok := c.streams[id]
+	if !ok {
+		return fmt.Errorf("core: report %s: %w", id, ErrUnknownStream)
+	}
+	li, ok := c.cfg.Schema.LevelIndex(level)
+	if !ok || li < frontier.CustomLevelBase {
+		return fmt.Errorf("core: report %s: %w: %q (custom levels: %v)", id, ErrUnknownLevel, level, c.cfg.Schema.Levels)
+	}
+	if seq > s.delivered {
+		return fmt.Errorf("core: report %s %s %d: %w (delivered up to %d)", id, level, seq, ErrNotDelivered, s.delivered)
+	}
+	hlc := c.hlcAt(s, seq)
+	for _, u := range s.unapplied {
+		if u.seq == seq {
+			hlc = u.hlc
+		}
+	}
+	c.setOwn(s, li, seq, hlc)
+	return nil
+}
+
+// SetPredicate defines or redefines a named predicate and returns its new
+// version. Frontiers already released stay released under the versions that
+// released them; the new version releases only what it holds for.
+func (c *Core) SetPredicate(name, src string) (uint64, error) {
+	if name == "" {
+		return 0, fmt.Errorf("core: set predicate: %w: empty name", ErrUnknownPredicate)
+	}
+	version := uint64(1)
+	if old, ok := c.preds[name]; ok {
+		if old.builtin {
+			return 0, fmt.Errorf("core: set predicate %q: %w", name, ErrBuiltinPredicate)
+		}
+		version = old.version + 1
+	}
+	if err := c.definePredicate(name, src, version, false); err != nil {
+		return 0, fmt.Errorf("core: set predicate %q: %w", name, err)
+	}
+	c.pendingDefs = append(c.pendingDefs, PredicateDef{Name: name, Source: src, Version: version})
+	return version, nil
+}

@@ -1,0 +1,74 @@
+// Package core is the deterministic protocol state machine of a stabilizer
+// site: it decides what to persist, what to send to whom and what to resend,
+// merges acknowledgements into the ack table, and reports when a stability
+// frontier advanced. It does no I/O, reads no clock, starts no goroutines and
+// imports only the standard library and frontier, so that a seeded simulation
+// can drive many sites through crashes and partitions (see sim_test.go).
+//
+// # Usage
+//
+// A driver (stabilizer.Node) owns one Core per site and loops, in the manner
+// of etcd raft's RawNode:
+//
+//	c, err := core.New(cfg, state) // state rebuilt from storage; zero when fresh
+//	for {
+//		// inputs, in any order:
+//		c.Tick(nowNanos)                  // every tick interval
+//		c.Step(msg)                       // a message from a peer
+//		c.Append(stream, payload)         // a local write
+//		c.Applied(id, seq); c.Report(id, level, seq) // from applications
+//		c.Connected(peer); c.Disconnected(peer)
+//		c.SetPredicate(name, src)
+//		for c.HasReady() {
+//			rd := c.Ready()
+//			// 1. if rd.MustSync: write rd.Entries, Acks, Predicates,
+//			//    Frontiers, StableTimes, Clock in one batch; fsync
+//			// 2. send rd.Messages (per peer, on m.Plane())
+//			// 3. deliver rd.Deliver to applications
+//			// 4. publish rd.Frontiers and rd.StableTimes
+//			c.Advance()
+//		}
+//	}
+//
+// The ordering in Ready is what keeps a seq naming one message across
+// crashes: an origin sends only entries a previous Ready persisted and
+// Advance confirmed, a site acks `persisted` only after Advance, and every
+// ack, frontier and heartbeat leaves the site only after the state that
+// justifies it is durable. Entries no longer held in memory are read back
+// through Config.Storage, synchronously, from within Ready.
+//
+// # Protocol
+//
+// Data plane: each origin has one ordered channel per destination carrying all
+// of its streams. Connected opens a session (Hello); the destination answers
+// Positions, what it holds of each of the origin's streams, and the origin
+// sends from there, batched (MaxBatchBytes) and with at most MaxInflightBytes
+// not yet acknowledged `received`. A destination that sees a gap asks again
+// with Positions; a session without progress for ResendTicks is reopened.
+// Resends are harmless: a destination takes only the next seq of each stream.
+//
+// Control plane: each site sends its own row of the ack table (every stream,
+// every level) to every other site: the cells changed since the last message,
+// at most every AckInterval ticks, the whole row every FullAckInterval ticks
+// and after Connected. Rows merge by max, so acks never go backwards, whatever
+// is lost, duplicated or reordered. Every HeartbeatInterval ticks the message
+// also carries a clock heartbeat: a timestamp the site persisted and its
+// streams' heads then; it lets idle origins' time advance.
+//
+// Frontiers: after acks change, each named predicate is evaluated on the
+// stream's table; the reported frontier is max(released, value) and each
+// advance carries the predicate version that released it. The global stable
+// time of a predicate is the minimum over origins of the time at its
+// frontiers.
+//
+// Restart: the driver rebuilds State from what it persisted: log heads, own
+// ack cells, run-time predicates, released frontiers, stable times and clock.
+// Other sites' rows are not persisted; they come back with their next whole
+// row. Own acks never go backwards, frontiers never move back.
+//
+// # Concurrency
+//
+// A Core is not safe for concurrent use: the driver calls it from one
+// goroutine. Entries and messages it hands out share payload slices with the
+// core; nobody may modify them.
+package core

@@ -1,0 +1,34 @@
+package core
+
+import "errors"
+
+// Sentinel errors. Returned errors wrap them with the operand named; match
+// them with errors.Is.
+var (
+	// ErrUnknownPeer: a message from, or an operation on, a site that is not
+	// in the configured schema.
+	ErrUnknownPeer = errors.New("core: unknown peer")
+	// ErrVersionMismatch: a peer speaks another ProtocolVersion.
+	ErrVersionMismatch = errors.New("core: protocol version mismatch")
+	// ErrRejected: a peer refused our Hello.
+	ErrRejected = errors.New("core: rejected by peer")
+	// ErrUnknownStream: no such stream is known at this site.
+	ErrUnknownStream = errors.New("core: unknown stream")
+	// ErrUnknownPredicate: no predicate of that name.
+	ErrUnknownPredicate = errors.New("core: unknown predicate")
+	// ErrUnknownLevel: no level of that name, or a built-in level where a
+	// custom one is required.
+	ErrUnknownLevel = errors.New("core: unknown level")
+	// ErrNotDelivered: an application acknowledged a seq it was not handed.
+	ErrNotDelivered = errors.New("core: seq not delivered")
+	// ErrBadMessage: a message is malformed or misaddressed.
+	ErrBadMessage = errors.New("core: bad message")
+	// ErrBuiltinPredicate: built-in predicates cannot be redefined.
+	ErrBuiltinPredicate = errors.New("core: built-in predicate")
+	// ErrBadStreamName: a stream name is empty or too long.
+	ErrBadStreamName = errors.New("core: bad stream name")
+	// ErrStorage: reading the log through Config.Storage failed.
+	ErrStorage = errors.New("core: storage")
+	// ErrBadState: the State given to New is inconsistent.
+	ErrBadState = errors.New("core: bad state")
+)

@@ -1,0 +1,248 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/stabilizer/stabilizer/frontier"
+)
+
+// peer is this site's view of one other site: the session of our data
+// channel to it, what is in flight on it, and what of our ack row it got.
+type peer struct {
+	idx  int
+	name string
+
+	connected   bool
+	session     uint64 // current session of our channel to the peer
+	established bool   // the peer answered the session's Hello
+	rejected    error
+
+	// inflight lists what was sent on the channel and not yet acked
+	// received by the peer, in send order, for the bytes-in-flight bound.
+	inflight      []flight
+	inflightBytes int
+	progressTick  uint64 // last tick the channel made progress
+	rr            int    // round-robin start among own streams
+
+	ackSentVer uint64 // our row version the peer was last sent
+	lastCtrl   uint64 // tick of the last Acks sent to the peer
+	sentCtrl   bool
+	needFull   bool
+}
+
+type flight struct {
+	s     *stream
+	seq   uint64
+	bytes int
+}
+
+func (p *peer) resetInflight() {
+	p.inflight = nil
+	p.inflightBytes = 0
+}
+
+// releaseInflight forgets what the peer acknowledged received.
+func (p *peer) releaseInflight(n int, tick uint64) {
+	k := 0
+	for k < len(p.inflight) {
+		f := p.inflight[k]
+		if f.s.acks[frontier.Received*n+p.idx] < f.seq {
+			break
+		}
+		p.inflightBytes -= f.bytes
+		k++
+	}
+	if k > 0 {
+		p.inflight = p.inflight[k:]
+		p.progressTick = tick
+	}
+}
+
+func (c *Core) newSession(p *peer) {
+	p.session = c.cfg.Rand.Uint64() | 1
+	p.established = false
+	p.resetInflight()
+	p.progressTick = c.tick
+	c.pendingMsgs = append(c.pendingMsgs, Message{
+		Type: MsgHello, From: c.cfg.Site, To: p.name, Session: p.session, Version: ProtocolVersion,
+	})
+}
+
+// positions lists what this site holds of origin's streams.
+func (c *Core) positions(origin int) []Position {
+	ps := make([]Position, 0, len(c.byOrigin[origin]))
+	for _, s := range c.byOrigin[origin] {
+		if s.head > 0 {
+			ps = append(ps, Position{Stream: s.id, Seq: s.head, HLC: s.headHLC})
+		}
+	}
+	return ps
+}
+
+// Step feeds the core a message from a peer. Errors name the problem; the
+// driver should log them and, for ErrUnknownPeer, ErrVersionMismatch and
+// ErrRejected, close the connection the message came on.
+func (c *Core) Step(m Message) error {
+	if m.To != c.cfg.Site {
+		return fmt.Errorf("core: step %s: %w: addressed to %q, this is %q", m.Type, ErrBadMessage, m.To, c.cfg.Site)
+	}
+	from, ok := c.cfg.Schema.SiteIndex(m.From)
+	if !ok {
+		return fmt.Errorf("core: step %s: %w: %q (known: %v)", m.Type, ErrUnknownPeer, m.From, c.cfg.Schema.Sites)
+	}
+	if from == c.self {
+		return fmt.Errorf("core: step %s: %w: from self", m.Type, ErrBadMessage)
+	}
+	p := c.peers[from]
+	switch m.Type {
+	case MsgHello:
+		if m.Version != ProtocolVersion {
+			c.pendingMsgs = append(c.pendingMsgs, Message{
+				Type: MsgReject, From: c.cfg.Site, To: m.From, Session: m.Session, Version: ProtocolVersion,
+				Reason: fmt.Sprintf("protocol version %d, want %d", m.Version, ProtocolVersion),
+			})
+			return fmt.Errorf("core: hello from %s: %w: peer speaks %d, we speak %d", m.From, ErrVersionMismatch, m.Version, ProtocolVersion)
+		}
+		c.pendingMsgs = append(c.pendingMsgs, Message{
+			Type: MsgPositions, From: c.cfg.Site, To: m.From, Session: m.Session, Version: ProtocolVersion,
+			Positions: c.positions(from),
+		})
+		return nil
+	case MsgPositions:
+		if m.Version != ProtocolVersion {
+			return fmt.Errorf("core: positions from %s: %w: peer speaks %d, we speak %d", m.From, ErrVersionMismatch, m.Version, ProtocolVersion)
+		}
+		return c.stepPositions(p, m)
+	case MsgData:
+		return c.stepData(from, m)
+	case MsgAcks:
+		return c.stepAcks(p, m)
+	case MsgReject:
+		if !p.connected || m.Session != p.session {
+			return nil // about an earlier session
+		}
+		p.established = false
+		p.rejected = fmt.Errorf("core: %s refused our channel: %w: %s", m.From, ErrRejected, m.Reason)
+		return p.rejected
+	}
+	return fmt.Errorf("core: step: %w: type %d from %s", ErrBadMessage, m.Type, m.From)
+}
+
+// stepPositions resumes our channel to p from where p says it stands: the
+// answer to our Hello, or p's request to resend after it saw a gap.
+func (c *Core) stepPositions(p *peer, m Message) error {
+	if !p.connected || m.Session != p.session || p.rejected != nil {
+		return nil // an answer to an earlier session
+	}
+	pos := make(map[string]uint64, len(m.Positions))
+	for _, q := range m.Positions {
+		if q.Stream.Origin != c.cfg.Site {
+			return fmt.Errorf("core: positions from %s: %w: stream %s is not ours", p.name, ErrBadMessage, q.Stream)
+		}
+		pos[q.Stream.Name] = q.Seq
+	}
+	var err error
+	for _, s := range c.own {
+		at := pos[s.id.Name]
+		if at > s.durable {
+			// The peer holds what we never persisted: impossible unless
+			// our storage lost data. Resend from our end; the peer drops
+			// what it has.
+			err = fmt.Errorf("core: positions from %s: %w: holds %s up to %d, we persisted %d", p.name, ErrBadMessage, s.id, at, s.durable)
+			at = s.durable
+		}
+		s.next[p.idx] = at + 1
+	}
+	p.established = true
+	p.resetInflight()
+	p.progressTick = c.tick
+	return err
+}
+
+func (c *Core) stepData(from int, m Message) error {
+	gap := false
+	var err error
+	for i := range m.Entries {
+		e := &m.Entries[i]
+		if e.Stream.Origin != m.From {
+			err = fmt.Errorf("core: data from %s: %w: entry of stream %s", m.From, ErrBadMessage, e.Stream)
+			continue
+		}
+		s, lerr := c.lookup(e.Stream)
+		if lerr != nil {
+			err = fmt.Errorf("core: data from %s: %w", m.From, lerr)
+			continue
+		}
+		switch {
+		case e.Seq <= s.head:
+			// A resend of what we hold.
+		case e.Seq == s.head+1:
+			s.push(*e)
+			c.observe(e.HLC)
+			c.setOwn(s, frontier.Received, e.Seq, e.HLC)
+		default:
+			if s.resyncSession != m.Session || s.resyncHead != s.head {
+				s.resyncSession, s.resyncHead = m.Session, s.head
+				gap = true
+			}
+		}
+	}
+	if gap {
+		// Something of this session was lost: ask the origin to resume
+		// from what we hold.
+		c.pendingMsgs = append(c.pendingMsgs, Message{
+			Type: MsgPositions, From: c.cfg.Site, To: m.From, Session: m.Session, Version: ProtocolVersion,
+			Positions: c.positions(from),
+		})
+	}
+	return err
+}
+
+// stepAcks merges p's row into the table by max and takes p's heartbeat.
+func (c *Core) stepAcks(p *peer, m Message) error {
+	var err error
+	for _, a := range m.Cells {
+		if a.Level < 0 || a.Level >= c.nlevels {
+			err = fmt.Errorf("core: acks from %s: %w: level %d of %s", p.name, ErrBadMessage, a.Level, a.Stream)
+			continue
+		}
+		s, lerr := c.lookup(a.Stream)
+		if lerr != nil {
+			err = fmt.Errorf("core: acks from %s: %w", p.name, lerr)
+			continue
+		}
+		i := a.Level*c.n + p.idx
+		if a.Seq <= s.acks[i] {
+			continue
+		}
+		s.acks[i], s.hlcs[i] = a.Seq, a.HLC
+		s.dirty = true
+		c.timeDirty = true
+	}
+	p.releaseInflight(c.n, c.tick)
+	if c.originT[p.idx].Less(m.Clock) {
+		// Take the heartbeat whole or not at all: a head left out would
+		// read as "no messages then" and overstate the stable time.
+		heads := make([]*stream, len(m.Heads))
+		for i, h := range m.Heads {
+			if h.Stream.Origin != p.name {
+				return fmt.Errorf("core: heartbeat from %s: %w: head of stream %s", p.name, ErrBadMessage, h.Stream)
+			}
+			s, lerr := c.lookup(h.Stream)
+			if lerr != nil {
+				return fmt.Errorf("core: heartbeat from %s: %w", p.name, lerr)
+			}
+			heads[i] = s
+		}
+		c.originT[p.idx] = m.Clock
+		for _, s := range c.byOrigin[p.idx] {
+			s.hbHead = 0
+		}
+		for i, s := range heads {
+			s.hbHead = m.Heads[i].Seq
+		}
+		c.observe(m.Clock)
+		c.timeDirty = true
+	}
+	return err
+}

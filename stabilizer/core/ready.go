@@ -1,0 +1,287 @@
+package core
+
+import "github.com/stabilizer/stabilizer/frontier"
+
+// Ready is what the core asks its driver to do. Handle the fields in this
+// order, then call Advance:
+//
+//  1. If MustSync, write Entries, Acks, Predicates, Frontiers, StableTimes
+//     and Clock in one atomic batch and make it durable (fsync). Nothing
+//     below may happen before: the core counts entries of this Ready as
+//     persisted from Advance on, and every other field may expose them.
+//  2. Send Messages, each to its To on its Plane(), in order per (To, Plane).
+//  3. Hand Deliver to the applications, in order per stream.
+//  4. Publish Frontiers and StableTimes to waiters and watchers.
+type Ready struct {
+	// Entries to append to the local log: this site's new entries and
+	// those received from origins, in seq order per stream.
+	Entries []Entry
+	// Acks are cells of this site's own row that changed: store each,
+	// overwriting the previous value of (stream, level). State.Acks.
+	Acks []AckCell
+	// Predicates set at run time: store by name. State.Predicates.
+	Predicates []PredicateDef
+	// Frontiers that advanced, each with the version that released it:
+	// store the latest per (stream, predicate) and publish. State.Frontiers.
+	Frontiers []FrontierAdvance
+	// StableTimes that advanced: store the latest per predicate and
+	// publish. State.StableTimes.
+	StableTimes []StableTime
+	// Clock, when non-zero, is a timestamp heartbeats below expose: store
+	// it. State.Clock.
+	Clock HLC
+	// Messages to peers.
+	Messages []Message
+	// Deliver are persisted entries for the local applications, in seq order
+	// per stream, continuing where the last delivery of each stream ended.
+	// The application calls Applied (and Report) as it consumes them.
+	Deliver []Entry
+	// Errors met while preparing the Ready, for the log: a storage read
+	// failed, a predicate failed to evaluate. The core retries what they
+	// held up on a later Ready.
+	Errors []error
+	// MustSync says whether step 1 has anything to write.
+	MustSync bool
+}
+
+// Empty reports whether the Ready holds nothing to do.
+func (rd *Ready) Empty() bool {
+	return !rd.MustSync && len(rd.Messages) == 0 && len(rd.Deliver) == 0 && len(rd.Errors) == 0
+}
+
+// HasReady reports whether Ready would hand out work. It is false between
+// Ready and Advance.
+func (c *Core) HasReady() bool {
+	if c.awaiting {
+		return false
+	}
+	if len(c.pendingMsgs) > 0 || len(c.dirtyCells) > 0 || len(c.pendingDefs) > 0 || len(c.errs) > 0 {
+		return true
+	}
+	if c.timeDirty || c.tick >= c.nextHB || c.tick >= c.nextFull {
+		return true
+	}
+	for _, s := range c.list {
+		if s.head > s.written || s.dirty || c.deliverable(s) {
+			return true
+		}
+	}
+	for _, p := range c.peers {
+		if p == nil {
+			continue
+		}
+		if p.needFull || c.ctrlDue(p) {
+			return true
+		}
+		if p.established && p.inflightBytes < c.cfg.MaxInflightBytes {
+			for _, s := range c.own {
+				if s.next[p.idx] != 0 && s.next[p.idx] <= s.durable {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (c *Core) deliverable(s *stream) bool {
+	return s.delivered < s.durable && s.delivered-s.appPos < uint64(c.cfg.MaxUnapplied)
+}
+
+func (c *Core) ctrlDue(p *peer) bool {
+	return c.rowVer > p.ackSentVer && (!p.sentCtrl || c.tick >= p.lastCtrl+uint64(c.cfg.AckInterval))
+}
+
+// Ready returns the work accumulated since the last Advance. The driver must
+// handle it (see Ready) and call Advance before the next Ready; until then
+// Ready returns an empty Ready and HasReady is false. Inputs may be given
+// between Ready and Advance; their effects come in the next Ready.
+func (c *Core) Ready() Ready {
+	var rd Ready
+	if c.awaiting {
+		return rd
+	}
+	c.awaiting = true
+
+	// 1. What to persist.
+	c.inReady = c.inReady[:0]
+	for _, s := range c.list {
+		if s.head > s.written {
+			first := s.memFirst()
+			rd.Entries = append(rd.Entries, s.mem[s.written+1-first:]...)
+			s.written = s.head
+			c.inReady = append(c.inReady, durMark{s, s.head, s.headHLC})
+		}
+	}
+	for _, r := range c.dirtyCells {
+		r.s.queued[r.level] = false
+		i := r.level*c.n + c.self
+		rd.Acks = append(rd.Acks, AckCell{Stream: r.s.id, Site: c.cfg.Site, Level: r.level, Seq: r.s.acks[i], HLC: r.s.hlcs[i]})
+	}
+	c.dirtyCells = c.dirtyCells[:0]
+	rd.Predicates, c.pendingDefs = c.pendingDefs, nil
+
+	// 2. Frontiers and stable times.
+	c.evalFrontiers(&rd)
+	c.evalStableTimes(&rd)
+
+	// 3. Clock heartbeat: a fresh timestamp persisted with this Ready, so
+	// that no restart can issue a timestamp at or below it.
+	hb := c.tick >= c.nextHB
+	if hb {
+		c.nextHB = c.tick + uint64(c.cfg.HeartbeatInterval)
+		c.readyClock = c.now()
+		rd.Clock = c.readyClock
+		c.readyHeads = c.readyHeads[:0]
+		for _, s := range c.own {
+			c.readyHeads = append(c.readyHeads, s.head)
+		}
+	} else {
+		c.readyClock = HLC{}
+	}
+	full := c.tick >= c.nextFull
+	if full {
+		c.nextFull = c.tick + uint64(c.cfg.FullAckInterval)
+	}
+
+	// 4. Messages: session control first, so that a Positions answer
+	// precedes data and a Hello precedes the new session's data.
+	rd.Messages, c.pendingMsgs = c.pendingMsgs, nil
+	for _, p := range c.peers {
+		if p == nil {
+			continue
+		}
+		c.ctrlMessage(&rd, p, hb, full)
+		c.dataMessages(&rd, p)
+	}
+
+	// 5. Deliveries.
+	for _, s := range c.list {
+		if !c.deliverable(s) {
+			continue
+		}
+		room := uint64(c.cfg.MaxUnapplied) - (s.delivered - s.appPos)
+		ents, err := c.read(s, s.delivered+1, min(s.durable, s.delivered+room), c.cfg.MaxBatchBytes)
+		if err != nil {
+			c.errs = append(c.errs, err)
+			continue
+		}
+		for _, e := range ents {
+			s.unapplied = append(s.unapplied, hlcAt{e.Seq, e.HLC})
+		}
+		rd.Deliver = append(rd.Deliver, ents...)
+		s.delivered = ents[len(ents)-1].Seq
+	}
+
+	rd.Errors, c.errs = c.errs, nil
+	rd.MustSync = len(rd.Entries) > 0 || len(rd.Acks) > 0 || len(rd.Predicates) > 0 ||
+		len(rd.Frontiers) > 0 || len(rd.StableTimes) > 0 || !rd.Clock.IsZero()
+	return rd
+}
+
+func (c *Core) ctrlMessage(rd *Ready, p *peer, hb, full bool) {
+	full = full || p.needFull
+	if !hb && !full && !c.ctrlDue(p) {
+		return
+	}
+	m := Message{Type: MsgAcks, From: c.cfg.Site, To: p.name}
+	if hb {
+		m.Clock = c.readyClock
+		m.Heads = make([]Position, 0, len(c.own))
+		for _, s := range c.own {
+			if s.head > 0 {
+				m.Heads = append(m.Heads, Position{Stream: s.id, Seq: s.head, HLC: s.headHLC})
+			}
+		}
+	}
+	for _, s := range c.list {
+		for l := 0; l < c.nlevels; l++ {
+			i := l*c.n + c.self
+			if s.acks[i] == 0 || (!full && s.cellVer[l] <= p.ackSentVer) {
+				continue
+			}
+			m.Cells = append(m.Cells, AckCell{Stream: s.id, Site: c.cfg.Site, Level: l, Seq: s.acks[i], HLC: s.hlcs[i]})
+		}
+	}
+	p.ackSentVer = c.rowVer
+	p.lastCtrl = c.tick
+	p.sentCtrl = true
+	p.needFull = false
+	rd.Messages = append(rd.Messages, m)
+}
+
+// dataMessages sends what p lacks of our persisted entries, in batches of at
+// most MaxBatchBytes, while less than MaxInflightBytes are unacknowledged.
+func (c *Core) dataMessages(rd *Ready, p *peer) {
+	if !p.established || len(c.own) == 0 {
+		return
+	}
+	p.releaseInflight(c.n, c.tick)
+	for p.inflightBytes < c.cfg.MaxInflightBytes {
+		m := Message{Type: MsgData, From: c.cfg.Site, To: p.name, Session: p.session}
+		bytes := 0
+		for k := range c.own {
+			s := c.own[(p.rr+k)%len(c.own)]
+			nx := s.next[p.idx]
+			for nx != 0 && nx <= s.durable && bytes < c.cfg.MaxBatchBytes && p.inflightBytes+bytes < c.cfg.MaxInflightBytes {
+				ents, err := c.read(s, nx, s.durable, c.cfg.MaxBatchBytes-bytes)
+				if err != nil {
+					c.errs = append(c.errs, err)
+					break
+				}
+				for _, e := range ents {
+					sz := e.size()
+					if len(m.Entries) > 0 && (bytes+sz > c.cfg.MaxBatchBytes || p.inflightBytes+bytes+sz > c.cfg.MaxInflightBytes) {
+						break
+					}
+					m.Entries = append(m.Entries, e)
+					p.inflight = append(p.inflight, flight{s, e.Seq, sz})
+					bytes += sz
+					nx = e.Seq + 1
+				}
+				if nx <= ents[len(ents)-1].Seq {
+					break // the batch or the window is full
+				}
+			}
+			s.next[p.idx] = nx
+		}
+		if len(m.Entries) == 0 {
+			break
+		}
+		p.inflightBytes += bytes
+		rd.Messages = append(rd.Messages, m)
+	}
+	p.rr++
+}
+
+// Advance tells the core that the last Ready was handled: its entries are
+// persisted, its messages sent, its deliveries handed over.
+func (c *Core) Advance() {
+	if !c.awaiting {
+		return
+	}
+	c.awaiting = false
+	for _, d := range c.inReady {
+		d.s.durable = max(d.s.durable, d.seq)
+		c.setOwn(d.s, frontier.Persisted, d.seq, d.hlc)
+	}
+	c.inReady = c.inReady[:0]
+	if !c.readyClock.IsZero() {
+		c.originT[c.self] = c.readyClock
+		for i, h := range c.readyHeads {
+			c.own[i].hbHead = h
+		}
+		c.timeDirty = true
+	}
+	for _, s := range c.list {
+		low := s.delivered + 1
+		if s.own {
+			for _, p := range c.peers {
+				if p != nil && p.established && s.next[p.idx] != 0 {
+					low = min(low, s.next[p.idx])
+				}
+			}
+		}
+		s.trim(low, c.cfg.MaxMemoryBytes)
+	}
+}

@@ -1,0 +1,993 @@
+package core_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stabilizer/stabilizer/frontier"
+	"github.com/stabilizer/stabilizer/stabilizer/core"
+)
+
+var (
+	flagSeed    = flag.Uint64("seed", 0, "run the simulation with this one seed (0: run -seeds seeds)")
+	flagSeeds   = flag.Int("seeds", 60, "number of seeds TestSim runs")
+	flagSteps   = flag.Int("steps", 1500, "fault-injection steps per seed, before healing")
+	flagSimLog  = flag.Bool("simlog", false, "log every simulation event")
+	flagFirstSd = flag.Uint64("firstseed", 1, "first seed of a -seeds run")
+)
+
+// TestSim runs the seeded deterministic simulation: several sites, a network
+// with delays, drops, duplicates and cuts, crashes that lose unsynced writes,
+// restarts, applications that lag, predicate changes. Every step checks the
+// invariants; after healing, every frontier must reach the head.
+func TestSim(t *testing.T) {
+	if *flagSeed != 0 {
+		runSim(t, *flagSeed, *flagSteps)
+		return
+	}
+	seeds := *flagSeeds
+	if testing.Short() {
+		seeds = max(1, seeds/6)
+	}
+	for i := range seeds {
+		seed := *flagFirstSd + uint64(i)
+		if !runSim(t, seed, *flagSteps) {
+			return
+		}
+	}
+}
+
+// ---- simulated storage ----
+
+type fkey struct {
+	stream core.StreamID
+	pred   string
+}
+
+type akey struct {
+	stream core.StreamID
+	level  int
+}
+
+// simStore is a site's durable storage: what survives a crash. The sim's
+// driver writes a Ready into it only when it "fsyncs"; a crash before that
+// loses the Ready, which models written-but-unsynced data.
+type simStore struct {
+	log     map[core.StreamID][]core.Entry // entry seq at index seq-1
+	acks    map[akey]core.AckCell
+	preds   map[string]core.PredicateDef
+	fronts  map[fkey]core.FrontierState
+	stable  map[string]core.StableTime
+	clock   core.HLC
+	app     map[core.StreamID]uint64 // the application's durable position
+	reads   int
+	siteIdx int
+}
+
+func newStore() *simStore {
+	return &simStore{
+		log: map[core.StreamID][]core.Entry{}, acks: map[akey]core.AckCell{},
+		preds: map[string]core.PredicateDef{}, fronts: map[fkey]core.FrontierState{},
+		stable: map[string]core.StableTime{}, app: map[core.StreamID]uint64{},
+	}
+}
+
+func (st *simStore) Entries(id core.StreamID, lo, hi uint64, maxBytes int) ([]core.Entry, error) {
+	st.reads++
+	l := st.log[id]
+	if lo == 0 || hi > uint64(len(l)) || lo > hi {
+		return nil, fmt.Errorf("sim storage: %s %d..%d not persisted (have %d)", id, lo, hi, len(l))
+	}
+	var out []core.Entry
+	n := 0
+	for s := lo; s <= hi && (len(out) == 0 || n < maxBytes); s++ {
+		out = append(out, l[s-1])
+		n += len(l[s-1].Payload)
+	}
+	return out, nil
+}
+
+func (st *simStore) state() core.State {
+	var s core.State
+	ids := make([]core.StreamID, 0, len(st.log))
+	for id := range st.log {
+		ids = append(ids, id)
+	}
+	sortIDs(ids)
+	for _, id := range ids {
+		l := st.log[id]
+		if len(l) > 0 {
+			s.Heads = append(s.Heads, core.Position{Stream: id, Seq: uint64(len(l)), HLC: l[len(l)-1].HLC})
+		}
+		if a, ok := st.app[id]; ok {
+			s.Applied = append(s.Applied, core.Position{Stream: id, Seq: a})
+		}
+	}
+	for _, k := range sortedKeys(st.acks, func(a, b akey) int {
+		return cmpIDs(a.stream, b.stream)*8 + (a.level - b.level)
+	}) {
+		s.Acks = append(s.Acks, st.acks[k])
+	}
+	for _, k := range sortedKeys(st.preds, strings.Compare) {
+		s.Predicates = append(s.Predicates, st.preds[k])
+	}
+	for _, k := range sortedKeys(st.fronts, func(a, b fkey) int {
+		if c := cmpIDs(a.stream, b.stream); c != 0 {
+			return c
+		}
+		return strings.Compare(a.pred, b.pred)
+	}) {
+		s.Frontiers = append(s.Frontiers, st.fronts[k])
+	}
+	for _, k := range sortedKeys(st.stable, strings.Compare) {
+		s.StableTimes = append(s.StableTimes, st.stable[k])
+	}
+	s.Clock = st.clock
+	return s
+}
+
+func sortedKeys[K comparable, V any](m map[K]V, cmp func(a, b K) int) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, cmp)
+	return keys
+}
+
+func cmpIDs(a, b core.StreamID) int {
+	if c := strings.Compare(a.Origin, b.Origin); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+func sortIDs(ids []core.StreamID) { slices.SortFunc(ids, cmpIDs) }
+
+// ---- simulated network ----
+
+type connKey struct {
+	from, to int
+	plane    core.Plane
+}
+
+type packet struct {
+	m  core.Message
+	at uint64 // tick it may be delivered
+}
+
+// ---- the simulation ----
+
+type simSite struct {
+	name  string
+	idx   int
+	up    bool
+	core  *core.Core
+	store *simStore
+	skew  int64
+	// crashInReady makes the next Ready that must sync be lost: the site
+	// crashes after writing it and before the fsync returned.
+	crashInReady bool
+
+	// The application: delivered, not yet applied entries (volatile) and
+	// the next seq it expects per stream.
+	queue    map[core.StreamID][]core.Entry
+	expect   map[core.StreamID]uint64
+	verified map[core.StreamID]uint64 // durable, like the app position
+
+	// Observations of this incarnation, for monotonicity.
+	view map[core.StreamID][]uint64
+	// defs: every (name, version) this site used, to re-evaluate releases.
+	defs map[string]map[uint64]string
+}
+
+type sim struct {
+	t      testing.TB
+	seed   uint64
+	rng    *rand.Rand
+	schema *frontier.Schema
+	cfg    core.Config // template
+	sites  []*simSite
+	now    uint64
+	cut    map[[2]int]bool
+	queues map[connKey][]packet
+	keys   []connKey // queues in creation order, for deterministic choice
+	faults bool
+	logf   func(format string, args ...any)
+	failed bool
+	msg    string
+
+	// Ground truth.
+	truth   map[core.StreamID][]core.Entry // durable at the origin: seq at index seq-1
+	claims  map[core.StreamID][]uint64     // max cell each site ever persisted in its row
+	pub     map[int]map[fkey]uint64        // last published frontier per site
+	pubTime map[int]map[string]core.HLC
+	compile map[string]*frontier.Predicate
+	appends int
+	steps   int
+	counts  map[string]int
+}
+
+var simSources = []string{
+	"min(persisted(sites))",
+	"majority(persisted(sites))",
+	"max(persisted(others()))",
+	"received(origin)",
+	"min(persisted(origin), quorum(2, received(sites)))",
+	"min(applied(sites))",
+	"majority(level(\"verified\", sites))",
+	"min(max(persisted(group(\"a\"))), max(persisted(group(\"b\"))))",
+	"kth_min(2, persisted(sites))",
+}
+
+func newSim(t testing.TB, seed uint64) *sim {
+	rng := rand.New(rand.NewPCG(seed, 0xc0ffee))
+	n := 3 + rng.IntN(3)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("s%d", i)
+	}
+	schema := &frontier.Schema{
+		Sites:  names,
+		Groups: map[string][]string{"a": names[:n/2], "b": names[n/2:]},
+		Levels: []string{"verified"},
+	}
+	s := &sim{
+		t: t, seed: seed, rng: rng, schema: schema,
+		cut: map[[2]int]bool{}, queues: map[connKey][]packet{},
+		truth: map[core.StreamID][]core.Entry{}, claims: map[core.StreamID][]uint64{},
+		pub: map[int]map[fkey]uint64{}, pubTime: map[int]map[string]core.HLC{},
+		compile: map[string]*frontier.Predicate{}, counts: map[string]int{},
+		faults: true,
+	}
+	s.logf = func(string, ...any) {}
+	if *flagSimLog {
+		s.logf = t.Logf
+	}
+	pick := func(opts ...int) int { return opts[rng.IntN(len(opts))] }
+	s.cfg = core.Config{
+		Schema:            schema,
+		Predicates:        map[string]string{"p1": simSources[rng.IntN(len(simSources))], "p2": simSources[rng.IntN(len(simSources))]},
+		MaxBatchBytes:     pick(100, 300, 4096),
+		MaxInflightBytes:  pick(200, 1000, 1<<20),
+		MaxMemoryBytes:    pick(0, 150, 1000),
+		MaxUnapplied:      pick(3, 10, 1000),
+		AckInterval:       pick(1, 2, 3),
+		HeartbeatInterval: pick(3, 10),
+		FullAckInterval:   pick(20, 50),
+		ResendTicks:       pick(15, 40),
+	}
+	for i, name := range names {
+		site := &simSite{name: name, idx: i, store: newStore(), skew: int64(rng.IntN(20)-10) * 1e6}
+		site.store.siteIdx = i
+		s.sites = append(s.sites, site)
+		s.pub[i] = map[fkey]uint64{}
+		s.pubTime[i] = map[string]core.HLC{}
+	}
+	for _, site := range s.sites {
+		s.start(site)
+	}
+	for _, a := range s.sites {
+		for _, b := range s.sites {
+			if a.idx < b.idx {
+				s.connect(a, b)
+			}
+		}
+	}
+	return s
+}
+
+func (s *sim) failf(format string, args ...any) {
+	if s.failed {
+		return
+	}
+	s.failed = true
+	s.msg = fmt.Sprintf("step %d tick %d: ", s.steps, s.now) + fmt.Sprintf(format, args...)
+}
+
+func (s *sim) start(site *simSite) {
+	cfg := s.cfg
+	cfg.Site = site.name
+	cfg.Storage = site.store
+	cfg.Rand = rand.New(rand.NewPCG(s.rng.Uint64(), uint64(site.idx)))
+	c, err := core.New(cfg, site.store.state())
+	if err != nil {
+		s.failf("start %s: %v", site.name, err)
+		return
+	}
+	site.core = c
+	site.up = true
+	site.queue = map[core.StreamID][]core.Entry{}
+	site.expect = map[core.StreamID]uint64{}
+	site.view = map[core.StreamID][]uint64{}
+	if site.verified == nil {
+		site.verified = map[core.StreamID]uint64{}
+	}
+	if site.defs == nil {
+		site.defs = map[string]map[uint64]string{}
+	}
+	for _, d := range c.Predicates() {
+		s.noteDef(site, d.Name, d.Version, d.Source)
+	}
+	// The application's custom-level positions are its own durable state:
+	// it reports them again, since a Report lost in a crash is gone.
+	for _, id := range sortedKeys(site.verified, cmpIDs) {
+		s.check(c.Report(id, "verified", site.verified[id]), "report after restart")
+	}
+	// After a restart, the site's own row must not be below what it ever
+	// persisted: acks never go backwards.
+	for id, cl := range s.claims {
+		acks, err := c.Acks(id)
+		if err != nil {
+			if hasClaim(cl, site.idx, len(s.schema.Sites)) {
+				s.failf("restart %s: stream %s with persisted acks is unknown: %v", site.name, id, err)
+			}
+			continue
+		}
+		for l := 0; l < s.schema.NumLevels(); l++ {
+			i := l*len(s.schema.Sites) + site.idx
+			if acks[i] < cl[i] {
+				s.failf("restart %s: own ack %s level %d went back from %d to %d", site.name, id, l, cl[i], acks[i])
+			}
+		}
+	}
+	c.Tick(s.phys(site))
+}
+
+func hasClaim(cl []uint64, site, n int) bool {
+	for i := site; i < len(cl); i += n {
+		if cl[i] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *sim) noteDef(site *simSite, name string, version uint64, src string) {
+	if site.defs[name] == nil {
+		site.defs[name] = map[uint64]string{}
+	}
+	if old, ok := site.defs[name][version]; ok && old != src {
+		s.failf("%s: predicate %s version %d names two sources: %q and %q", site.name, name, version, old, src)
+	}
+	site.defs[name][version] = src
+}
+
+func (s *sim) phys(site *simSite) int64 { return int64(s.now)*1e6 + site.skew }
+
+func (s *sim) linkUp(a, b *simSite) bool {
+	return a.up && b.up && !s.cut[pairKey(a.idx, b.idx)]
+}
+
+func pairKey(a, b int) [2]int {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]int{a, b}
+}
+
+func (s *sim) connect(a, b *simSite) {
+	if !s.linkUp(a, b) {
+		return
+	}
+	s.check(a.core.Connected(b.name), "connected")
+	s.check(b.core.Connected(a.name), "connected")
+}
+
+// breakLink drops everything in flight between a and b, as a broken TCP
+// connection does, and tells the cores that are up.
+func (s *sim) breakLink(a, b *simSite) {
+	for _, k := range s.keys {
+		if (k.from == a.idx && k.to == b.idx) || (k.from == b.idx && k.to == a.idx) {
+			s.queues[k] = nil
+		}
+	}
+	if a.up {
+		s.check(a.core.Disconnected(b.name), "disconnected")
+	}
+	if b.up {
+		s.check(b.core.Disconnected(a.name), "disconnected")
+	}
+}
+
+func (s *sim) check(err error, what string) {
+	if err != nil {
+		s.failf("%s: %v", what, err)
+	}
+}
+
+func (s *sim) crash(site *simSite) {
+	s.logf("crash %s", site.name)
+	s.counts["crash"]++
+	for _, o := range s.sites {
+		if o != site && s.linkUp(site, o) {
+			site.up = false
+			s.breakLink(site, o)
+			site.up = true
+		}
+	}
+	site.up = false
+	site.core = nil
+	site.crashInReady = false
+}
+
+func (s *sim) restart(site *simSite) {
+	s.logf("restart %s", site.name)
+	s.counts["restart"]++
+	s.start(site)
+	for _, o := range s.sites {
+		if o != site {
+			s.connect(site, o)
+		}
+	}
+}
+
+func (s *sim) send(m core.Message) {
+	from, _ := s.schema.SiteIndex(m.From)
+	to, _ := s.schema.SiteIndex(m.To)
+	if !s.linkUp(s.sites[from], s.sites[to]) {
+		return
+	}
+	k := connKey{from, to, m.Plane()}
+	q, ok := s.queues[k]
+	if !ok {
+		s.keys = append(s.keys, k)
+	}
+	at := s.now + uint64(s.rng.IntN(4))
+	if len(q) > 0 {
+		at = max(at, q[len(q)-1].at)
+	}
+	s.queues[k] = append(q, packet{m: m, at: at})
+}
+
+// process drains a site's Readies like a driver would, checking every output.
+func (s *sim) process(site *simSite) {
+	for i := 0; site.up && site.core.HasReady(); i++ {
+		if i > 200 {
+			s.failf("%s: HasReady stays true", site.name)
+			return
+		}
+		rd := site.core.Ready()
+		if rd.MustSync && site.crashInReady {
+			s.crash(site) // written, not synced: the whole Ready is lost
+			return
+		}
+		s.handle(site, rd)
+		site.core.Advance()
+		if s.failed {
+			return
+		}
+	}
+}
+
+func (s *sim) handle(site *simSite, rd core.Ready) {
+	st := site.store
+	n := len(s.schema.Sites)
+	for _, err := range rd.Errors {
+		s.failf("%s: ready error: %v", site.name, err)
+	}
+	// 1. persist
+	for _, e := range rd.Entries {
+		l := st.log[e.Stream]
+		if e.Seq != uint64(len(l))+1 {
+			s.failf("%s: persist %s seq %d after %d: gap or overwrite", site.name, e.Stream, e.Seq, len(l))
+			return
+		}
+		st.log[e.Stream] = append(l, e)
+		if e.Stream.Origin == site.name {
+			tl := s.truth[e.Stream]
+			if e.Seq != uint64(len(tl))+1 {
+				s.failf("%s: origin persisted %s seq %d but truth has %d", site.name, e.Stream, e.Seq, len(tl))
+				return
+			}
+			if len(tl) > 0 && !tl[len(tl)-1].HLC.Less(e.HLC) {
+				s.failf("%s: %s seq %d HLC %s not above seq %d's %s", site.name, e.Stream, e.Seq, e.HLC, len(tl), tl[len(tl)-1].HLC)
+			}
+			s.truth[e.Stream] = append(tl, e)
+		} else {
+			s.sameAsTruth(site, "persisted", e)
+		}
+	}
+	for _, a := range rd.Acks {
+		if a.Site != site.name {
+			s.failf("%s: Ready.Acks holds a cell of %s", site.name, a.Site)
+		}
+		st.acks[akey{a.Stream, a.Level}] = a
+		cl := s.claims[a.Stream]
+		if cl == nil {
+			cl = make([]uint64, s.schema.NumLevels()*n)
+			s.claims[a.Stream] = cl
+		}
+		i := a.Level*n + site.idx
+		cl[i] = max(cl[i], a.Seq)
+		// The claim must be true now that it is durable.
+		held := uint64(len(st.log[a.Stream]))
+		switch {
+		case a.Level <= frontier.Persisted && a.Seq > held:
+			s.failf("%s: acks %s level %d = %d but persisted only %d", site.name, a.Stream, a.Level, a.Seq, held)
+		case a.Level == frontier.Applied && a.Seq > st.app[a.Stream]:
+			s.failf("%s: acks %s applied %d but the application applied %d", site.name, a.Stream, a.Seq, st.app[a.Stream])
+		case a.Level >= frontier.CustomLevelBase && a.Seq > site.verified[a.Stream]:
+			s.failf("%s: acks %s verified %d but reported %d", site.name, a.Stream, a.Seq, site.verified[a.Stream])
+		}
+	}
+	for _, d := range rd.Predicates {
+		st.preds[d.Name] = d
+		// Versions count from durable definitions: one lost in a crash
+		// before its Ready was persisted never existed.
+		s.noteDef(site, d.Name, d.Version, d.Source)
+	}
+	for _, f := range rd.Frontiers {
+		st.fronts[fkey{f.Stream, f.Predicate}] = core.FrontierState{Stream: f.Stream, Predicate: f.Predicate, Seq: f.To, Version: f.Version, HLC: f.HLC}
+	}
+	for _, t := range rd.StableTimes {
+		st.stable[t.Predicate] = t
+	}
+	if !rd.Clock.IsZero() {
+		if rd.Clock.Less(st.clock) {
+			s.failf("%s: persisted clock went back from %s to %s", site.name, st.clock, rd.Clock)
+		}
+		st.clock = rd.Clock
+	}
+	// 2. send
+	for _, m := range rd.Messages {
+		if m.From != site.name {
+			s.failf("%s: message from %q", site.name, m.From)
+		}
+		switch m.Type {
+		case core.MsgData:
+			for _, e := range m.Entries {
+				s.sameAsTruth(site, "sent", e)
+			}
+		case core.MsgAcks:
+			for _, a := range m.Cells {
+				cl := s.claims[a.Stream]
+				if cl == nil || a.Seq > cl[a.Level*n+site.idx] {
+					s.failf("%s: sends ack %s level %d = %d before persisting it", site.name, a.Stream, a.Level, a.Seq)
+				}
+			}
+			if !m.Clock.IsZero() && st.clock.Less(m.Clock) {
+				s.failf("%s: heartbeat clock %s above persisted clock %s", site.name, m.Clock, st.clock)
+			}
+		}
+		s.counts["msg."+m.Type.String()]++
+		s.send(m)
+	}
+	// 3. deliver
+	for _, e := range rd.Deliver {
+		s.sameAsTruth(site, "delivered", e)
+		want, ok := site.expect[e.Stream]
+		if !ok {
+			want = st.app[e.Stream] + 1
+		}
+		if e.Seq != want {
+			s.failf("%s: delivered %s seq %d, want %d", site.name, e.Stream, e.Seq, want)
+			return
+		}
+		site.expect[e.Stream] = e.Seq + 1
+		site.queue[e.Stream] = append(site.queue[e.Stream], e)
+		s.counts["delivered"]++
+	}
+	// 4. publish: frontiers never go back, no seq is released twice, and
+	// each release is justified by the acks.
+	for _, f := range rd.Frontiers {
+		k := fkey{f.Stream, f.Predicate}
+		if last := s.pub[site.idx][k]; f.From != last || f.To <= f.From {
+			s.failf("%s: frontier %s %s advanced %d->%d, last published %d", site.name, f.Stream, f.Predicate, f.From, f.To, last)
+		}
+		s.pub[site.idx][k] = f.To
+		src, ok := site.defs[f.Predicate][f.Version]
+		if !ok {
+			s.failf("%s: frontier %s %s released by unknown version %d", site.name, f.Stream, f.Predicate, f.Version)
+			continue
+		}
+		if proven := s.eval(src, f.Stream, site.idx); f.To > proven {
+			s.failf("%s: frontier %s %s v%d (%s) released %d but the acks prove %d", site.name, f.Stream, f.Predicate, f.Version, src, f.To, proven)
+		}
+		s.counts["frontier"]++
+	}
+	for _, t := range rd.StableTimes {
+		if last := s.pubTime[site.idx][t.Predicate]; !last.Less(t.Time) {
+			s.failf("%s: stable time %s went from %s to %s", site.name, t.Predicate, last, t.Time)
+		}
+		s.pubTime[site.idx][t.Predicate] = t.Time
+	}
+}
+
+func (s *sim) sameAsTruth(site *simSite, what string, e core.Entry) {
+	tl := s.truth[e.Stream]
+	if e.Seq == 0 || e.Seq > uint64(len(tl)) {
+		s.failf("%s: %s %s seq %d that its origin never persisted (origin has %d)", site.name, what, e.Stream, e.Seq, len(tl))
+		return
+	}
+	if t := tl[e.Seq-1]; !bytes.Equal(t.Payload, e.Payload) || t.HLC != e.HLC {
+		s.failf("%s: %s %s seq %d = %q@%s, but the origin's is %q@%s", site.name, what, e.Stream, e.Seq, e.Payload, e.HLC, t.Payload, t.HLC)
+	}
+}
+
+// eval evaluates a predicate on the ground truth: the highest cells each site
+// ever persisted in its own row.
+func (s *sim) eval(src string, id core.StreamID, self int) uint64 {
+	p, ok := s.compile[src]
+	if !ok {
+		var err error
+		p, err = frontier.Compile(src, s.schema)
+		if err != nil {
+			s.failf("compile %q: %v", src, err)
+			return 0
+		}
+		s.compile[src] = p
+	}
+	cl := s.claims[id]
+	if cl == nil {
+		cl = make([]uint64, s.schema.NumLevels()*len(s.schema.Sites))
+	}
+	origin, _ := s.schema.SiteIndex(id.Origin)
+	v, err := p.Eval(cl, origin, self)
+	if err != nil {
+		s.failf("eval %q: %v", src, err)
+	}
+	return v
+}
+
+// checkAll runs the invariants that look at every site's state.
+func (s *sim) checkAll() {
+	n := len(s.schema.Sites)
+	for _, site := range s.sites {
+		if !site.up {
+			continue
+		}
+		c := site.core
+		for _, id := range c.Streams() {
+			acks, err := c.Acks(id)
+			if err != nil {
+				s.failf("%s: acks %s: %v", site.name, id, err)
+				return
+			}
+			cl := s.claims[id]
+			last := site.view[id]
+			for i, v := range acks {
+				if i%n != site.idx && (cl == nil || v > cl[i]) {
+					s.failf("%s: table %s cell level %d site %d = %d exceeds that site's claims", site.name, id, i/n, i%n, v)
+				}
+				if last != nil && v < last[i] {
+					s.failf("%s: table %s cell level %d site %d went back from %d to %d", site.name, id, i/n, i%n, last[i], v)
+				}
+			}
+			site.view[id] = acks
+		}
+		// Stable time: every durable message at or below it is behind its
+		// stream's frontier here.
+		for _, d := range c.Predicates() {
+			t, err := c.StableTime(d.Name)
+			if err != nil {
+				s.failf("%s: %v", site.name, err)
+				continue
+			}
+			if t.IsZero() {
+				continue
+			}
+			for id, tl := range s.truth {
+				k := sort.Search(len(tl), func(i int) bool { return t.Less(tl[i].HLC) }) // messages 1..k are at or below t
+				if k == 0 {
+					continue
+				}
+				f, err := c.Frontier(id, d.Name)
+				if err != nil || f.Seq < uint64(k) {
+					s.failf("%s: stable time of %s is %s, but %s seq %d (HLC %s) is beyond its frontier %d (%v)",
+						site.name, d.Name, t, id, k, tl[k-1].HLC, f.Seq, err)
+				}
+			}
+		}
+	}
+}
+
+// ---- actions ----
+
+func (s *sim) upSites() []*simSite {
+	var up []*simSite
+	for _, site := range s.sites {
+		if site.up {
+			up = append(up, site)
+		}
+	}
+	return up
+}
+
+func (s *sim) anyUp() *simSite {
+	up := s.upSites()
+	if len(up) == 0 {
+		return nil
+	}
+	return up[s.rng.IntN(len(up))]
+}
+
+func (s *sim) tick() {
+	s.now++
+	for _, site := range s.upSites() {
+		site.core.Tick(s.phys(site))
+	}
+}
+
+// deliver hands one due packet, the head of a random connection, to its
+// destination: reordering across connections, FIFO within one.
+func (s *sim) deliver() bool {
+	var due []connKey
+	for _, k := range s.keys {
+		if q := s.queues[k]; len(q) > 0 && q[0].at <= s.now {
+			due = append(due, k)
+		}
+	}
+	if len(due) == 0 {
+		return false
+	}
+	k := due[s.rng.IntN(len(due))]
+	p := s.queues[k][0]
+	s.queues[k] = s.queues[k][1:]
+	to := s.sites[k.to]
+	if !to.up {
+		return true
+	}
+	if s.faults {
+		switch r := s.rng.IntN(100); {
+		case r < 2:
+			s.counts["drop"]++
+			return true
+		case r < 4:
+			s.counts["dup"]++
+			s.queues[k] = append(s.queues[k], p)
+		}
+	}
+	s.logf("deliver %s", p.m)
+	s.check(to.core.Step(p.m), "step "+p.m.String())
+	return true
+}
+
+func (s *sim) append() {
+	site := s.anyUp()
+	if site == nil {
+		return
+	}
+	name := []string{"kv", "jobs", "ckpt"}[s.rng.IntN(3)]
+	s.appends++
+	payload := fmt.Appendf(nil, "%s/%s/%d/%s", site.name, name, s.appends, strings.Repeat("x", s.rng.IntN(60)))
+	_, _, err := site.core.Append(name, payload)
+	s.check(err, "append")
+}
+
+// apply lets a site's application consume part of what it was delivered.
+func (s *sim) apply(site *simSite, all bool) {
+	if all {
+		// Healing: the application also verifies what it applied earlier.
+		for _, id := range sortedKeys(site.store.app, cmpIDs) {
+			if a := site.store.app[id]; site.up && a > site.verified[id] {
+				site.verified[id] = a
+				s.check(site.core.Report(id, "verified", a), "report")
+			}
+		}
+	}
+	ids := sortedKeys(site.queue, cmpIDs)
+	for _, id := range ids {
+		q := site.queue[id]
+		if len(q) == 0 || (!all && s.rng.IntN(2) == 0) {
+			continue
+		}
+		k := len(q)
+		if !all {
+			k = 1 + s.rng.IntN(len(q))
+		}
+		seq := q[k-1].Seq
+		site.queue[id] = q[k:]
+		site.store.app[id] = seq // the application's state is durable at once
+		s.check(site.core.Applied(id, seq), "applied")
+		if all || s.rng.IntN(2) == 0 {
+			v := seq
+			if !all {
+				v = seq - uint64(s.rng.IntN(int(seq)))
+			}
+			if v > site.verified[id] {
+				site.verified[id] = v
+			}
+			s.check(site.core.Report(id, "verified", v), "report")
+		}
+	}
+}
+
+func (s *sim) setPredicate() {
+	site := s.anyUp()
+	if site == nil {
+		return
+	}
+	name := []string{"p1", "p2", "p3"}[s.rng.IntN(3)]
+	src := simSources[s.rng.IntN(len(simSources))]
+	v, err := site.core.SetPredicate(name, src)
+	s.check(err, "set predicate")
+	s.counts["setpred"]++
+	s.logf("%s: set %s v%d = %s", site.name, name, v, src)
+}
+
+func (s *sim) step() {
+	s.steps++
+	r := s.rng.IntN(1000)
+	switch {
+	case r < 400:
+		if !s.deliver() {
+			s.tick()
+		}
+	case r < 600:
+		s.tick()
+	case r < 760:
+		s.append()
+	case r < 880:
+		if site := s.anyUp(); site != nil {
+			s.apply(site, false)
+		}
+	case r < 900: // cut a link
+		a, b := s.sites[s.rng.IntN(len(s.sites))], s.sites[s.rng.IntN(len(s.sites))]
+		if a != b && !s.cut[pairKey(a.idx, b.idx)] {
+			s.counts["cut"]++
+			s.breakLink(a, b)
+			s.cut[pairKey(a.idx, b.idx)] = true
+		}
+	case r < 930: // restore a link
+		a, b := s.sites[s.rng.IntN(len(s.sites))], s.sites[s.rng.IntN(len(s.sites))]
+		if a != b && s.cut[pairKey(a.idx, b.idx)] {
+			delete(s.cut, pairKey(a.idx, b.idx))
+			s.connect(a, b)
+		}
+	case r < 940:
+		if site := s.anyUp(); site != nil && len(s.upSites()) > 1 {
+			if s.rng.IntN(2) == 0 {
+				s.crash(site)
+			} else {
+				site.crashInReady = true
+			}
+		}
+	case r < 970:
+		for _, site := range s.sites {
+			if !site.up {
+				s.restart(site)
+				break
+			}
+		}
+	case r < 980:
+		s.setPredicate()
+	default:
+		// A reconnect without a cut: both sides see the connection drop
+		// and come back, as after an idle timeout.
+		a, b := s.sites[s.rng.IntN(len(s.sites))], s.sites[s.rng.IntN(len(s.sites))]
+		if a != b && s.linkUp(a, b) {
+			s.breakLink(a, b)
+			s.connect(a, b)
+		}
+	}
+	for _, site := range s.sites {
+		if site.up {
+			s.process(site)
+		}
+	}
+	s.checkAll()
+}
+
+// heal stops all faults and runs until every site holds, applied and
+// released every stream up to its origin's head, under every predicate.
+func (s *sim) heal() {
+	s.faults = false
+	for _, site := range s.sites {
+		site.crashInReady = false
+		if !site.up {
+			s.restart(site)
+		}
+	}
+	for k := range s.cut {
+		delete(s.cut, k)
+		s.connect(s.sites[k[0]], s.sites[k[1]])
+	}
+	for _, site := range s.sites {
+		s.process(site)
+	}
+	const budget = 3000
+	for i := 0; i < budget && !s.failed; i++ {
+		for s.deliver() {
+			for _, site := range s.sites {
+				s.process(site)
+			}
+		}
+		for _, site := range s.sites {
+			s.apply(site, true)
+			s.process(site)
+		}
+		s.checkAll()
+		if s.converged() == "" {
+			return
+		}
+		s.tick()
+		for _, site := range s.sites {
+			s.process(site)
+		}
+	}
+	if !s.failed {
+		s.failf("not converged after healing: %s\n%s", s.converged(), s.dump())
+	}
+}
+
+// converged describes the first frontier that has not reached its head, or
+// returns "".
+func (s *sim) converged() string {
+	var maxT core.HLC
+	for _, tl := range s.truth {
+		if len(tl) > 0 {
+			maxT = max2(maxT, tl[len(tl)-1].HLC)
+		}
+	}
+	for _, site := range s.sites {
+		for _, id := range sortedKeys(s.truth, cmpIDs) {
+			head := uint64(len(s.truth[id]))
+			for _, d := range site.core.Predicates() {
+				f, err := site.core.Frontier(id, d.Name)
+				if err != nil || f.Seq != head {
+					return fmt.Sprintf("%s: frontier %s %s (%s) = %d, head %d (%v)", site.name, id, d.Name, d.Source, f.Seq, head, err)
+				}
+			}
+		}
+		for _, d := range site.core.Predicates() {
+			if t, _ := site.core.StableTime(d.Name); t.Less(maxT) {
+				return fmt.Sprintf("%s: stable time %s = %s, below the newest message's %s", site.name, d.Name, t, maxT)
+			}
+		}
+	}
+	return ""
+}
+
+func max2(a, b core.HLC) core.HLC {
+	if a.Less(b) {
+		return b
+	}
+	return a
+}
+
+func runSim(t *testing.T, seed uint64, steps int) bool {
+	s := newSim(t, seed)
+	for i := 0; i < steps && !s.failed; i++ {
+		s.step()
+	}
+	if !s.failed {
+		s.heal()
+	}
+	if s.failed {
+		t.Errorf("seed %d: %s\nreproduce: go test ./stabilizer/core -run 'TestSim$' -seed=%d -steps=%d -simlog",
+			seed, s.msg, seed, steps)
+		return false
+	}
+	if testing.Verbose() && *flagSeed != 0 {
+		t.Logf("seed %d: %d sites, %d steps, %d ticks, %d appends, %v", seed, len(s.sites), s.steps, s.now, s.appends, s.counts)
+	}
+	return true
+}
+
+func (s *sim) dump() string {
+	var b strings.Builder
+	n := len(s.schema.Sites)
+	for _, site := range s.sites {
+		fmt.Fprintf(&b, "%s up=%v\n", site.name, site.up)
+		if !site.up {
+			continue
+		}
+		for _, id := range site.core.Streams() {
+			acks, _ := site.core.Acks(id)
+			h, p, _ := site.core.Head(id)
+			fmt.Fprintf(&b, "  %s head=%d persisted=%d app=%d verified=%d queue=%d acks=", id, h, p, site.store.app[id], site.verified[id], len(site.queue[id]))
+			for l := 0; l < s.schema.NumLevels(); l++ {
+				fmt.Fprintf(&b, "%v ", acks[l*n:(l+1)*n])
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,219 @@
+package core
+
+import "fmt"
+
+// stream is one stream's state at this site: the entries held in memory, how
+// far they are persisted and delivered, its rows of the ack table and its
+// released frontiers.
+type stream struct {
+	id     StreamID
+	origin int
+	own    bool
+
+	// mem holds entries mem[0].Seq..head contiguously. Every entry above
+	// durable is in mem; persisted ones are trimmed (see trim) and read back
+	// through Storage when needed.
+	mem      []Entry
+	memBytes int
+
+	head    uint64 // highest seq held: appended (own) or received in order
+	headHLC HLC
+	written uint64 // highest seq handed to the driver in Ready.Entries
+	durable uint64 // highest seq the driver confirmed persisted (Advance)
+
+	delivered uint64  // highest seq handed to the application
+	appPos    uint64  // highest seq the application reported applied
+	unapplied []hlcAt // delivered, not yet applied: their HLCs, for the applied ack
+
+	// acks and hlcs are the stream's ack table, flat as frontier.Eval wants
+	// it: acks[level*sites+site]; hlcs holds each cell's message HLC.
+	acks []uint64
+	hlcs []HLC
+	// cellVer is the row version at which each level of this site's own
+	// row last changed; Acks deltas send cells newer than what a peer got.
+	cellVer []uint64
+	// queued marks own-row levels already listed for the next Ready.Acks.
+	queued []bool
+
+	// next is, for an own stream, the next seq to send to each site; 0
+	// before the site's Positions told us where to resume.
+	next []uint64
+
+	// hbHead is the stream's head at its origin's latest clock heartbeat.
+	hbHead uint64
+
+	rel   map[string]*release // per predicate name
+	dirty bool                // acks changed since frontiers were evaluated
+
+	// resyncSession/resyncHead remember the last resend request sent for
+	// this stream, so that a burst of out-of-order data asks only once.
+	resyncSession uint64
+	resyncHead    uint64
+}
+
+type hlcAt struct {
+	seq uint64
+	hlc HLC
+}
+
+// release is a released frontier: seq, the predicate version that released
+// it and the time of message seq.
+type release struct {
+	seq     uint64
+	version uint64
+	hlc     HLC
+}
+
+func (c *Core) newStream(id StreamID, origin int) *stream {
+	s := &stream{
+		id:      id,
+		origin:  origin,
+		own:     origin == c.self,
+		acks:    make([]uint64, c.nlevels*c.n),
+		hlcs:    make([]HLC, c.nlevels*c.n),
+		cellVer: make([]uint64, c.nlevels),
+		queued:  make([]bool, c.nlevels),
+		rel:     make(map[string]*release),
+		dirty:   true,
+	}
+	if s.own {
+		s.next = make([]uint64, c.n)
+		c.own = append(c.own, s)
+	}
+	c.streams[id] = s
+	c.list = append(c.list, s)
+	c.byOrigin[origin] = append(c.byOrigin[origin], s)
+	return s
+}
+
+// lookup returns the stream, creating a remote one on first mention. Own
+// streams come into being only by Append or restore: a peer naming an own
+// stream we do not have is answered with nothing, not with a fresh stream.
+func (c *Core) lookup(id StreamID) (*stream, error) {
+	if s, ok := c.streams[id]; ok {
+		return s, nil
+	}
+	o, ok := c.cfg.Schema.SiteIndex(id.Origin)
+	if !ok {
+		return nil, fmt.Errorf("core: stream %s: origin %q: %w", id, id.Origin, ErrUnknownPeer)
+	}
+	if err := checkStreamName(id.Name); err != nil {
+		return nil, err
+	}
+	if o == c.self {
+		return nil, fmt.Errorf("core: stream %s: %w", id, ErrUnknownStream)
+	}
+	return c.newStream(id, o), nil
+}
+
+func checkStreamName(name string) error {
+	if name == "" || len(name) > MaxStreamName {
+		return fmt.Errorf("%w: %q (1..%d bytes)", ErrBadStreamName, name, MaxStreamName)
+	}
+	return nil
+}
+
+func (s *stream) memFirst() uint64 {
+	if len(s.mem) > 0 {
+		return s.mem[0].Seq
+	}
+	return s.head + 1
+}
+
+func (s *stream) push(e Entry) {
+	s.mem = append(s.mem, e)
+	s.memBytes += e.size()
+	s.head = e.Seq
+	s.headHLC = e.HLC
+}
+
+// memHLC returns the HLC of entry seq if it is in memory.
+func (s *stream) memHLC(seq uint64) (HLC, bool) {
+	first := s.memFirst()
+	if seq < first || seq > s.head {
+		return HLC{}, false
+	}
+	return s.mem[seq-first].HLC, true
+}
+
+// trim drops persisted entries no one needs from memory, and persisted ones
+// anyone needs once the stream holds more than maxBytes: those are read
+// back through Storage.
+func (s *stream) trim(low uint64, maxBytes int) {
+	k := 0
+	bytes := s.memBytes
+	for k < len(s.mem) && s.mem[k].Seq <= s.durable && (s.mem[k].Seq < low || bytes > maxBytes) {
+		bytes -= s.mem[k].size()
+		k++
+	}
+	if k == 0 {
+		return
+	}
+	s.memBytes = bytes
+	s.mem = s.mem[k:]
+	// Copy out when most of the backing array is dead, so that trimmed
+	// payloads are garbage-collected.
+	if len(s.mem) < cap(s.mem)/4 {
+		s.mem = append([]Entry(nil), s.mem...)
+	}
+}
+
+// read returns entries lo.. of s, none above hi, stopping past maxBytes but
+// with at least entry lo; from memory when it is there, else from Storage.
+func (c *Core) read(s *stream, lo, hi uint64, maxBytes int) ([]Entry, error) {
+	if lo > hi {
+		return nil, nil
+	}
+	first := s.memFirst()
+	if lo >= first {
+		i := int(lo - first)
+		j, bytes := i, 0
+		for j < len(s.mem) && s.mem[j].Seq <= hi && (j == i || bytes < maxBytes) {
+			bytes += s.mem[j].size()
+			j++
+		}
+		return s.mem[i:j:j], nil
+	}
+	top := min(hi, first-1)
+	ents, err := c.cfg.Storage.Entries(s.id, lo, top, maxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s %d..%d: %w", ErrStorage, s.id, lo, top, err)
+	}
+	if len(ents) == 0 {
+		return nil, fmt.Errorf("%w: read %s %d..%d: no entries", ErrStorage, s.id, lo, top)
+	}
+	for i := range ents {
+		if ents[i].Seq != lo+uint64(i) || ents[i].Stream != s.id || ents[i].Seq > top {
+			return nil, fmt.Errorf("%w: read %s %d..%d: got %s seq %d at position %d", ErrStorage, s.id, lo, top, ents[i].Stream, ents[i].Seq, i)
+		}
+	}
+	return ents, nil
+}
+
+// hlcAt is the time of message f of s as far as this site knows: exact when
+// it holds the message or any cell names it, otherwise the time of the
+// highest message below f it knows, a lower bound. HLCs grow with seq
+// within a stream, so any known time at or below f bounds f's from below.
+func (c *Core) hlcAt(s *stream, f uint64) HLC {
+	if f == 0 {
+		return HLC{}
+	}
+	if h, ok := s.memHLC(f); ok {
+		return h
+	}
+	var best HLC
+	if s.head <= f {
+		best = s.headHLC
+	}
+	for i, v := range s.acks {
+		if v <= f {
+			best = maxHLC(best, s.hlcs[i])
+		}
+	}
+	for _, r := range s.rel {
+		if r.seq <= f {
+			best = maxHLC(best, r.hlc)
+		}
+	}
+	return best
+}
