@@ -45,9 +45,8 @@ type Core struct {
 	nextHB   uint64 // tick at which the next clock heartbeat is due
 	nextFull uint64 // tick at which the next whole-row Acks is due
 
-	// Set between Ready and Advance: what the Ready asked to persist.
+	// Set between Ready and Advance.
 	awaiting   bool
-	inReady    []durMark
 	readyClock HLC
 	readyHeads []uint64 // per own stream, heads at readyClock
 }
@@ -55,12 +54,6 @@ type Core struct {
 type cellRef struct {
 	s     *stream
 	level int
-}
-
-type durMark struct {
-	s   *stream
-	seq uint64
-	hlc HLC
 }
 
 type pred struct {
@@ -252,8 +245,8 @@ func (c *Core) setOwn(s *stream, level int, seq uint64, hlc HLC) {
 }
 
 // Append adds payload to this site's stream name and returns its seq and
-// HLC. The entry is handed out in the next Ready's Entries; it is sent to no
-// one before the driver confirmed it persisted. The core keeps payload: the
+// HLC. The entry is handed out in the next Ready's Entries; it leaves the
+// site only in that Ready or a later one, after the driver persisted it. The core keeps payload: the
 // caller must not modify it afterwards.
 func (c *Core) Append(name string, payload []byte) (uint64, HLC, error) {
 	if err := checkStreamName(name); err != nil {

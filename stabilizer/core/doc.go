@@ -31,10 +31,11 @@
 //	}
 //
 // The ordering in Ready is what keeps a seq naming one message across
-// crashes: an origin sends only entries a previous Ready persisted and
-// Advance confirmed, a site acks `persisted` only after Advance, and every
-// ack, frontier and heartbeat leaves the site only after the state that
-// justifies it is durable. Entries no longer held in memory are read back
+// crashes: nothing of a Ready leaves the site before its writes are durable,
+// so an origin never sends an entry it has not persisted, a site's
+// `persisted` ack never precedes its fsync, and every ack, frontier and
+// heartbeat that leaves the site is backed by durable state. A crash before
+// the fsync loses the whole Ready, and nothing of it was seen. Entries no longer held in memory are read back
 // through Config.Storage, synchronously, from within Ready.
 //
 // # Protocol

@@ -103,14 +103,16 @@ func (c *Core) Ready() Ready {
 	}
 	c.awaiting = true
 
-	// 1. What to persist.
-	c.inReady = c.inReady[:0]
+	// 1. What to persist. The driver makes it durable before anything of
+	// this Ready leaves the site, so the rest of the Ready may already count
+	// it persisted: ack it, send it, deliver it. That saves a loop round
+	// on the path to every frontier.
 	for _, s := range c.list {
 		if s.head > s.written {
 			first := s.memFirst()
 			rd.Entries = append(rd.Entries, s.mem[s.written+1-first:]...)
-			s.written = s.head
-			c.inReady = append(c.inReady, durMark{s, s.head, s.headHLC})
+			s.written, s.durable = s.head, s.head
+			c.setOwn(s, frontier.Persisted, s.head, s.headHLC)
 		}
 	}
 	for _, r := range c.dirtyCells {
@@ -254,18 +256,14 @@ func (c *Core) dataMessages(rd *Ready, p *peer) {
 	p.rr++
 }
 
-// Advance tells the core that the last Ready was handled: its entries are
-// persisted, its messages sent, its deliveries handed over.
+// Advance tells the core that the last Ready was handled: its writes are
+// durable, its messages sent, its deliveries handed over. Only then may the
+// core drop persisted entries from memory and read them back from Storage.
 func (c *Core) Advance() {
 	if !c.awaiting {
 		return
 	}
 	c.awaiting = false
-	for _, d := range c.inReady {
-		d.s.durable = max(d.s.durable, d.seq)
-		c.setOwn(d.s, frontier.Persisted, d.seq, d.hlc)
-	}
-	c.inReady = c.inReady[:0]
 	if !c.readyClock.IsZero() {
 		c.originT[c.self] = c.readyClock
 		for i, h := range c.readyHeads {

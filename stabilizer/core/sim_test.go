@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -28,17 +29,32 @@ var (
 // invariants; after healing, every frontier must reach the head.
 func TestSim(t *testing.T) {
 	if *flagSeed != 0 {
-		runSim(t, *flagSeed, *flagSteps)
+		runSim(t, *flagSeed, *flagSteps, map[string]int{})
 		return
 	}
 	seeds := *flagSeeds
 	if testing.Short() {
 		seeds = max(1, seeds/6)
 	}
+	total := map[string]int{}
 	for i := range seeds {
 		seed := *flagFirstSd + uint64(i)
-		if !runSim(t, seed, *flagSteps) {
+		if !runSim(t, seed, *flagSteps, total) {
 			return
+		}
+	}
+	t.Logf("%d seeds: %v", seeds, total)
+	if seeds < 20 {
+		return
+	}
+	// An honest simulation exercises every fault it claims to: if a change
+	// of weights or defaults stops one from happening, say so.
+	for _, k := range []string{
+		"crash", "crash.before_sync", "crash.after_sync", "restart", "cut", "drop", "dup",
+		"setpred", "storage.reads", "delivered", "frontier", "stabletime", "msg.hello", "msg.positions",
+	} {
+		if total[k] == 0 {
+			t.Errorf("no seed exercised %q: %v", k, total)
 		}
 	}
 }
@@ -171,9 +187,11 @@ type simSite struct {
 	core  *core.Core
 	store *simStore
 	skew  int64
-	// crashInReady makes the next Ready that must sync be lost: the site
-	// crashes after writing it and before the fsync returned.
-	crashInReady bool
+	// crashInReady makes the site crash while handling its next Ready that
+	// must sync: crashBeforeSync loses the whole Ready (written, not
+	// synced); crashAfterSync persists it, sends some of its messages and
+	// dies before the rest and before Advance.
+	crashInReady int
 
 	// The application: delivered, not yet applied entries (volatile) and
 	// the next seq it expects per stream.
@@ -315,11 +333,6 @@ func (s *sim) start(site *simSite) {
 	for _, d := range c.Predicates() {
 		s.noteDef(site, d.Name, d.Version, d.Source)
 	}
-	// The application's custom-level positions are its own durable state:
-	// it reports them again, since a Report lost in a crash is gone.
-	for _, id := range sortedKeys(site.verified, cmpIDs) {
-		s.check(c.Report(id, "verified", site.verified[id]), "report after restart")
-	}
 	// After a restart, the site's own row must not be below what it ever
 	// persisted: acks never go backwards.
 	for id, cl := range s.claims {
@@ -336,6 +349,11 @@ func (s *sim) start(site *simSite) {
 				s.failf("restart %s: own ack %s level %d went back from %d to %d", site.name, id, l, cl[i], acks[i])
 			}
 		}
+	}
+	// The application's custom-level positions are its own durable state:
+	// it reports them again, since a Report lost in a crash is gone.
+	for _, id := range sortedKeys(site.verified, cmpIDs) {
+		s.check(c.Report(id, "verified", site.verified[id]), "report after restart")
 	}
 	c.Tick(s.phys(site))
 }
@@ -414,8 +432,13 @@ func (s *sim) crash(site *simSite) {
 	}
 	site.up = false
 	site.core = nil
-	site.crashInReady = false
+	site.crashInReady = 0
 }
+
+const (
+	crashBeforeSync = 1 + iota
+	crashAfterSync
+)
 
 func (s *sim) restart(site *simSite) {
 	s.logf("restart %s", site.name)
@@ -454,8 +477,17 @@ func (s *sim) process(site *simSite) {
 			return
 		}
 		rd := site.core.Ready()
-		if rd.MustSync && site.crashInReady {
+		if rd.MustSync && site.crashInReady == crashBeforeSync {
+			s.counts["crash.before_sync"]++
 			s.crash(site) // written, not synced: the whole Ready is lost
+			return
+		}
+		if rd.MustSync && site.crashInReady == crashAfterSync {
+			s.counts["crash.after_sync"]++
+			rd.Messages = rd.Messages[:s.rng.IntN(len(rd.Messages)+1)]
+			rd.Deliver = nil
+			s.handle(site, rd)
+			s.crash(site)
 			return
 		}
 		s.handle(site, rd)
@@ -597,6 +629,7 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 			s.failf("%s: stable time %s went from %s to %s", site.name, t.Predicate, last, t.Time)
 		}
 		s.pubTime[site.idx][t.Predicate] = t.Time
+		s.counts["stabletime"]++
 	}
 }
 
@@ -843,10 +876,13 @@ func (s *sim) step() {
 		}
 	case r < 940:
 		if site := s.anyUp(); site != nil && len(s.upSites()) > 1 {
-			if s.rng.IntN(2) == 0 {
+			switch s.rng.IntN(3) {
+			case 0:
 				s.crash(site)
-			} else {
-				site.crashInReady = true
+			case 1:
+				site.crashInReady = crashBeforeSync
+			case 2:
+				site.crashInReady = crashAfterSync
 			}
 		}
 	case r < 970:
@@ -880,7 +916,7 @@ func (s *sim) step() {
 func (s *sim) heal() {
 	s.faults = false
 	for _, site := range s.sites {
-		site.crashInReady = false
+		site.crashInReady = 0
 		if !site.up {
 			s.restart(site)
 		}
@@ -952,8 +988,15 @@ func max2(a, b core.HLC) core.HLC {
 	return a
 }
 
-func runSim(t *testing.T, seed uint64, steps int) bool {
+func runSim(t *testing.T, seed uint64, steps int, total map[string]int) (ok bool) {
 	s := newSim(t, seed)
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("seed %d: step %d tick %d: panic: %v\n%s\nreproduce: go test ./stabilizer/core -run 'TestSim$' -seed=%d -steps=%d -simlog",
+				seed, s.steps, s.now, r, debug.Stack(), seed, steps)
+			ok = false
+		}
+	}()
 	for i := 0; i < steps && !s.failed; i++ {
 		s.step()
 	}
@@ -964,6 +1007,12 @@ func runSim(t *testing.T, seed uint64, steps int) bool {
 		t.Errorf("seed %d: %s\nreproduce: go test ./stabilizer/core -run 'TestSim$' -seed=%d -steps=%d -simlog",
 			seed, s.msg, seed, steps)
 		return false
+	}
+	for _, site := range s.sites {
+		s.counts["storage.reads"] += site.store.reads
+	}
+	for k, v := range s.counts {
+		total[k] += v
 	}
 	if testing.Verbose() && *flagSeed != 0 {
 		t.Logf("seed %d: %d sites, %d steps, %d ticks, %d appends, %v", seed, len(s.sites), s.steps, s.now, s.appends, s.counts)
