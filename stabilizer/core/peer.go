@@ -22,6 +22,9 @@ type peer struct {
 	inflight      []flight
 	inflightBytes int
 	progressTick  uint64 // last tick the channel made progress
+	// windowFull: the next entry did not fit the window; nothing can be
+	// sent until acks release some of what is in flight.
+	windowFull bool
 	rr            int    // round-robin start among own streams
 
 	ackSentVer uint64 // our row version the peer was last sent
@@ -39,6 +42,7 @@ type flight struct {
 func (p *peer) resetInflight() {
 	p.inflight = nil
 	p.inflightBytes = 0
+	p.windowFull = false
 }
 
 // releaseInflight forgets what the peer acknowledged received.
@@ -55,6 +59,7 @@ func (p *peer) releaseInflight(n int, tick uint64) {
 	if k > 0 {
 		p.inflight = p.inflight[k:]
 		p.progressTick = tick
+		p.windowFull = false
 	}
 }
 

@@ -73,7 +73,7 @@ func (c *Core) HasReady() bool {
 		if p.needFull || c.ctrlDue(p) {
 			return true
 		}
-		if p.established && p.inflightBytes < c.cfg.MaxInflightBytes {
+		if p.established && !p.windowFull {
 			for _, s := range c.own {
 				if s.next[p.idx] != 0 && s.next[p.idx] <= s.durable {
 					return true
@@ -219,21 +219,27 @@ func (c *Core) dataMessages(rd *Ready, p *peer) {
 		return
 	}
 	p.releaseInflight(c.n, c.tick)
-	for p.inflightBytes < c.cfg.MaxInflightBytes {
+	for !p.windowFull {
 		m := Message{Type: MsgData, From: c.cfg.Site, To: p.name, Session: p.session}
 		bytes := 0
 		for k := range c.own {
 			s := c.own[(p.rr+k)%len(c.own)]
 			nx := s.next[p.idx]
-			for nx != 0 && nx <= s.durable && bytes < c.cfg.MaxBatchBytes && p.inflightBytes+bytes < c.cfg.MaxInflightBytes {
+			for nx != 0 && nx <= s.durable && bytes < c.cfg.MaxBatchBytes && !p.windowFull {
 				ents, err := c.read(s, nx, s.durable, c.cfg.MaxBatchBytes-bytes)
 				if err != nil {
 					c.errs = append(c.errs, err)
 					break
 				}
 				for _, e := range ents {
+					// An entry larger than the batch or the window goes
+					// alone, when nothing else is in the batch or in flight.
 					sz := e.size()
-					if len(m.Entries) > 0 && (bytes+sz > c.cfg.MaxBatchBytes || p.inflightBytes+bytes+sz > c.cfg.MaxInflightBytes) {
+					if bytes > 0 && bytes+sz > c.cfg.MaxBatchBytes {
+						break
+					}
+					if p.inflightBytes+bytes > 0 && p.inflightBytes+bytes+sz > c.cfg.MaxInflightBytes {
+						p.windowFull = true
 						break
 					}
 					m.Entries = append(m.Entries, e)

@@ -230,6 +230,17 @@ type sim struct {
 	appends int
 	steps   int
 	counts  map[string]int
+
+	// flight mirrors, per (origin, destination), the data sent in the
+	// current session and not yet acknowledged received, to check the
+	// bytes-in-flight bound from outside.
+	flight map[[2]int][]simFlight
+}
+
+type simFlight struct {
+	stream core.StreamID
+	seq    uint64
+	bytes  int
 }
 
 var simSources = []string{
@@ -262,7 +273,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 		truth: map[core.StreamID][]core.Entry{}, claims: map[core.StreamID][]uint64{},
 		pub: map[int]map[fkey]uint64{}, pubTime: map[int]map[string]core.HLC{},
 		compile: map[string]*frontier.Predicate{}, counts: map[string]int{},
-		faults: true,
+		flight: map[[2]int][]simFlight{}, faults: true,
 	}
 	s.logf = func(string, ...any) {}
 	if *flagSimLog {
@@ -401,6 +412,8 @@ func (s *sim) connect(a, b *simSite) {
 // breakLink drops everything in flight between a and b, as a broken TCP
 // connection does, and tells the cores that are up.
 func (s *sim) breakLink(a, b *simSite) {
+	delete(s.flight, [2]int{a.idx, b.idx})
+	delete(s.flight, [2]int{b.idx, a.idx})
 	for _, k := range s.keys {
 		if (k.from == a.idx && k.to == b.idx) || (k.from == b.idx && k.to == a.idx) {
 			s.queues[k] = nil
@@ -590,7 +603,18 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 		}
 		s.counts["msg."+m.Type.String()]++
 		s.send(m)
+		to, _ := s.schema.SiteIndex(m.To)
+		fk := [2]int{site.idx, to}
+		switch m.Type {
+		case core.MsgHello:
+			delete(s.flight, fk)
+		case core.MsgData:
+			for _, e := range m.Entries {
+				s.flight[fk] = append(s.flight[fk], simFlight{e.Stream, e.Seq, len(e.Payload) + len(e.Stream.Name) + 32})
+			}
+		}
 	}
+	s.checkFlight(site)
 	// 3. deliver
 	for _, e := range rd.Deliver {
 		s.sameAsTruth(site, "delivered", e)
@@ -630,6 +654,33 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 		}
 		s.pubTime[site.idx][t.Predicate] = t.Time
 		s.counts["stabletime"]++
+	}
+}
+
+// checkFlight releases what destinations acknowledged received, in send
+// order as the core does, and checks the rest against MaxInflightBytes: more
+// is allowed only for a single entry larger than the window.
+func (s *sim) checkFlight(site *simSite) {
+	n := len(s.schema.Sites)
+	for to := range s.sites {
+		fk := [2]int{site.idx, to}
+		fl := s.flight[fk]
+		for len(fl) > 0 {
+			acks, err := site.core.Acks(fl[0].stream)
+			if err != nil || acks[frontier.Received*n+to] < fl[0].seq {
+				break
+			}
+			fl = fl[1:]
+		}
+		s.flight[fk] = fl
+		total := 0
+		for _, f := range fl {
+			total += f.bytes
+		}
+		if limit := s.cfg.MaxInflightBytes; len(fl) > 1 && total > limit {
+			s.failf("%s: %d bytes in %d entries in flight to %s, limit %d", site.name, total, len(fl), s.sites[to].name, limit)
+		}
+		s.counts["flight.max"] = max(s.counts["flight.max"], total)
 	}
 }
 
@@ -776,6 +827,9 @@ func (s *sim) deliver() bool {
 			s.counts["dup"]++
 			s.queues[k] = append(s.queues[k], p)
 		}
+	}
+	if p.m.Type == core.MsgPositions {
+		delete(s.flight, [2]int{k.to, k.from}) // the origin resumes afresh
 	}
 	s.logf("deliver %s", p.m)
 	s.check(to.core.Step(p.m), "step "+p.m.String())
@@ -928,6 +982,12 @@ func (s *sim) heal() {
 	for _, site := range s.sites {
 		s.process(site)
 	}
+	// Streams begun on established channels must flow too.
+	for _, site := range s.sites {
+		_, _, err := site.core.Append(fmt.Sprintf("late-%d", s.rng.IntN(3)), []byte("late"))
+		s.check(err, "append")
+		s.process(site)
+	}
 	const budget = 3000
 	for i := 0; i < budget && !s.failed; i++ {
 		for s.deliver() {
@@ -1012,6 +1072,10 @@ func runSim(t *testing.T, seed uint64, steps int, total map[string]int) (ok bool
 		s.counts["storage.reads"] += site.store.reads
 	}
 	for k, v := range s.counts {
+		if k == "flight.max" {
+			total[k] = max(total[k], v)
+			continue
+		}
 		total[k] += v
 	}
 	if testing.Verbose() && *flagSeed != 0 {

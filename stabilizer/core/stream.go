@@ -78,6 +78,13 @@ func (c *Core) newStream(id StreamID, origin int) *stream {
 	}
 	if s.own {
 		s.next = make([]uint64, c.n)
+		for _, p := range c.peers {
+			// A stream begun now was never sent to anyone: established
+			// channels carry it from its first seq.
+			if p != nil && p.established {
+				s.next[p.idx] = 1
+			}
+		}
 		c.own = append(c.own, s)
 	}
 	c.streams[id] = s
