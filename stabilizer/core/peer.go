@@ -25,7 +25,7 @@ type peer struct {
 	// windowFull: the next entry did not fit the window; nothing can be
 	// sent until acks release some of what is in flight.
 	windowFull bool
-	rr            int    // round-robin start among own streams
+	rr         int // round-robin start among own streams
 
 	ackSentVer uint64 // our row version the peer was last sent
 	lastCtrl   uint64 // tick of the last Acks sent to the peer
