@@ -69,6 +69,16 @@ type Config struct {
 	// FullAckInterval is the number of ticks between Acks carrying the whole
 	// row, which repairs any lost delta. Default 100.
 	FullAckInterval int
+	// LazyFrontiers lets frontier and stable-time advances leave the site
+	// without an fsync of their own: a Ready holding only those does not
+	// MustSync (the driver still writes them, unsynced; a later sync makes
+	// them durable). That takes an fsync off the path from the last ack to
+	// a waiter. The price, after a crash (not a clean close): a frontier may
+	// come back lower than it was published until the acks return, and a
+	// seq whose release was lost may be released again, possibly under a
+	// newer predicate version. Default false: every published advance is
+	// durable first.
+	LazyFrontiers bool
 	// ResendTicks is how many ticks a channel may go without progress while
 	// data is in flight, or without an answer to Hello, before the core
 	// opens a new session. Default 50.

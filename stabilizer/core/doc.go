@@ -62,6 +62,10 @@
 // time of a predicate is the minimum over origins of the time at its
 // frontiers.
 //
+// Config.LazyFrontiers trades that last guarantee for latency: frontier
+// advances then leave without an fsync of their own, and after a crash a
+// frontier may come back lower until the acks return.
+//
 // Restart: the driver rebuilds State from what it persisted: log heads, own
 // ack cells, run-time predicates, released frontiers, stable times and clock.
 // Other sites' rows are not persisted; they come back with their next whole

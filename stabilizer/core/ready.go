@@ -5,10 +5,10 @@ import "github.com/stabilizer/stabilizer/frontier"
 // Ready is what the core asks its driver to do. Handle the fields in this
 // order, then call Advance:
 //
-//  1. If MustSync, write Entries, Acks, Predicates, Frontiers, StableTimes
-//     and Clock in one atomic batch and make it durable (fsync). Nothing
-//     below may happen before: the core counts entries of this Ready as
-//     persisted from Advance on, and every other field may expose them.
+//  1. Write Entries, Acks, Predicates, Frontiers, StableTimes and Clock in
+//     one atomic batch; if MustSync, make it durable (fsync). Nothing below
+//     may happen before: the rest of the Ready already counts this Ready's
+//     entries persisted, and every other field may expose them.
 //  2. Send Messages, each to its To on its Plane(), in order per (To, Plane).
 //  3. Hand Deliver to the applications, in order per stream.
 //  4. Publish Frontiers and StableTimes to waiters and watchers.
@@ -176,8 +176,8 @@ func (c *Core) Ready() Ready {
 	}
 
 	rd.Errors, c.errs = c.errs, nil
-	rd.MustSync = len(rd.Entries) > 0 || len(rd.Acks) > 0 || len(rd.Predicates) > 0 ||
-		len(rd.Frontiers) > 0 || len(rd.StableTimes) > 0 || !rd.Clock.IsZero()
+	rd.MustSync = len(rd.Entries) > 0 || len(rd.Acks) > 0 || len(rd.Predicates) > 0 || !rd.Clock.IsZero() ||
+		(!c.cfg.LazyFrontiers && (len(rd.Frontiers) > 0 || len(rd.StableTimes) > 0))
 	return rd
 }
 

@@ -51,7 +51,7 @@ func TestSim(t *testing.T) {
 	// of weights or defaults stops one from happening, say so.
 	for _, k := range []string{
 		"crash", "crash.before_sync", "crash.after_sync", "restart", "cut", "drop", "dup",
-		"setpred", "storage.reads", "delivered", "frontier", "stabletime", "msg.hello", "msg.positions",
+		"setpred", "storage.reads", "seeds.lazy", "delivered", "frontier", "stabletime", "msg.hello", "msg.positions",
 	} {
 		if total[k] == 0 {
 			t.Errorf("no seed exercised %q: %v", k, total)
@@ -84,6 +84,21 @@ type simStore struct {
 	app     map[core.StreamID]uint64 // the application's durable position
 	reads   int
 	siteIdx int
+	// Written by Readies that did not sync (LazyFrontiers): durable only
+	// once a later Ready syncs, lost in a crash before that.
+	pendFronts map[fkey]core.FrontierState
+	pendStable map[string]core.StableTime
+}
+
+// sync makes unsynced writes durable, as a synced write does in a log.
+func (st *simStore) sync() {
+	for k, v := range st.pendFronts {
+		st.fronts[k] = v
+	}
+	for k, v := range st.pendStable {
+		st.stable[k] = v
+	}
+	st.pendFronts, st.pendStable = map[fkey]core.FrontierState{}, map[string]core.StableTime{}
 }
 
 func newStore() *simStore {
@@ -91,6 +106,7 @@ func newStore() *simStore {
 		log: map[core.StreamID][]core.Entry{}, acks: map[akey]core.AckCell{},
 		preds: map[string]core.PredicateDef{}, fronts: map[fkey]core.FrontierState{},
 		stable: map[string]core.StableTime{}, app: map[core.StreamID]uint64{},
+		pendFronts: map[fkey]core.FrontierState{}, pendStable: map[string]core.StableTime{},
 	}
 }
 
@@ -291,6 +307,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 		HeartbeatInterval: pick(3, 10),
 		FullAckInterval:   pick(20, 50),
 		ResendTicks:       pick(15, 40),
+		LazyFrontiers:     rng.IntN(2) == 0,
 	}
 	for i, name := range names {
 		site := &simSite{name: name, idx: i, store: newStore(), skew: int64(rng.IntN(20)-10) * 1e6}
@@ -446,6 +463,19 @@ func (s *sim) crash(site *simSite) {
 	site.up = false
 	site.core = nil
 	site.crashInReady = 0
+	site.store.pendFronts, site.store.pendStable = map[fkey]core.FrontierState{}, map[string]core.StableTime{}
+	if s.cfg.LazyFrontiers {
+		// Published, never synced: forgotten. Frontiers resume from what
+		// is durable; that they may go back there is the documented price.
+		s.pub[site.idx] = map[fkey]uint64{}
+		for k, f := range site.store.fronts {
+			s.pub[site.idx][k] = f.Seq
+		}
+		s.pubTime[site.idx] = map[string]core.HLC{}
+		for k, t := range site.store.stable {
+			s.pubTime[site.idx][k] = t.Time
+		}
+	}
 }
 
 const (
@@ -569,10 +599,13 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 		s.noteDef(site, d.Name, d.Version, d.Source)
 	}
 	for _, f := range rd.Frontiers {
-		st.fronts[fkey{f.Stream, f.Predicate}] = core.FrontierState{Stream: f.Stream, Predicate: f.Predicate, Seq: f.To, Version: f.Version, HLC: f.HLC}
+		st.pendFronts[fkey{f.Stream, f.Predicate}] = core.FrontierState{Stream: f.Stream, Predicate: f.Predicate, Seq: f.To, Version: f.Version, HLC: f.HLC}
 	}
 	for _, t := range rd.StableTimes {
-		st.stable[t.Predicate] = t
+		st.pendStable[t.Predicate] = t
+	}
+	if rd.MustSync {
+		st.sync()
 	}
 	if !rd.Clock.IsZero() {
 		if rd.Clock.Less(st.clock) {
@@ -1070,6 +1103,9 @@ func runSim(t *testing.T, seed uint64, steps int, total map[string]int) (ok bool
 	}
 	for _, site := range s.sites {
 		s.counts["storage.reads"] += site.store.reads
+	}
+	if s.cfg.LazyFrontiers {
+		s.counts["seeds.lazy"]++
 	}
 	for k, v := range s.counts {
 		if k == "flight.max" {
