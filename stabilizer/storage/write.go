@@ -1,0 +1,357 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// States of a writeReq. A request moves from pending to taken (a leader put
+// it in a group) or to abandoned (its caller's context ended first), never
+// both: the two moves are compare-and-swaps on the same word.
+const (
+	reqPending   int32 = iota
+	reqPromoted        // its caller must lead the next group; no longer abandonable
+	reqTaken           // in a group; the caller waits for the outcome
+	reqAbandoned       // the caller returned its context's error; skip it
+)
+
+type writeReq struct {
+	b     *Batch
+	state atomic.Int32
+	done  chan error    // the outcome; buffered so the leader never blocks
+	lead  chan struct{} // a signal to lead the next group; buffered
+}
+
+// Write makes b durable: when it returns nil, b survives a crash of the
+// process or the machine. Concurrent Writes are combined into one synced
+// pebble commit (group commit): the first caller to find no commit in
+// progress leads, taking every queued Write into its group; while its
+// group's fsync runs, the next queued caller already leads the next group,
+// so pebble syncs the WAL for several groups at once.
+//
+// Writes are applied in the order they were queued. If b's appends do not
+// continue their streams (ErrSeqGap) or it truncates beyond a head
+// (ErrInvalid), Write fails and writes nothing of b; other Writes in the same
+// group are unaffected.
+//
+// If ctx ends before b was taken into a group, Write returns the context's
+// error and b is not written. Once taken, Write waits for the fsync (bounded
+// by the disk) and reports its outcome. After a failed commit every Write
+// returns ErrFailed.
+func (s *Store) Write(ctx context.Context, b *Batch) error {
+	if b.err != nil {
+		return b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("storage: write: %w", err)
+	}
+	req := &writeReq{b: b, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if err := s.mu.failed; err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.ops.Add(1)
+	defer s.ops.Done()
+	s.mu.queue = append(s.mu.queue, req)
+	lead := !s.mu.leading
+	if lead {
+		s.mu.leading = true
+		req.state.Store(reqPromoted)
+	}
+	s.mu.Unlock()
+
+	if lead {
+		s.lead()
+	}
+	ctxDone := ctx.Done()
+	for {
+		select {
+		case err := <-req.done:
+			return err
+		case <-req.lead:
+			s.lead()
+		case <-ctxDone:
+			if req.state.CompareAndSwap(reqPending, reqAbandoned) {
+				return fmt.Errorf("storage: write: %w", ctx.Err())
+			}
+			// Taken or promoted: the outcome comes soon.
+			ctxDone = nil
+		}
+	}
+}
+
+// lead commits one group. The caller's own request is first in the queue.
+func (s *Store) lead() {
+	s.mu.Lock()
+	group := s.takeGroupLocked()
+	failed := s.mu.failed
+	s.mu.Unlock()
+
+	if failed != nil {
+		s.handoff()
+		for _, r := range group {
+			r.done <- failed
+		}
+		return
+	}
+
+	g := s.buildGroup(group)
+	start := time.Now()
+	applyErr := s.db.ApplyNoSyncWait(g.pb, pebble.Sync)
+	// The WAL order is fixed once ApplyNoSyncWait returns, so the next group
+	// may be built and applied while this one waits for its fsync.
+	s.handoff()
+	var err error
+	if applyErr != nil {
+		err = applyErr
+		g.pb.Close()
+	} else {
+		err = g.pb.SyncWait()
+		if err == nil {
+			err = g.pb.Close()
+		}
+	}
+	s.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+	s.metrics.commits.Inc()
+	s.metrics.groupWrites.Observe(float64(len(group)))
+
+	s.mu.Lock()
+	if err != nil {
+		if s.mu.failed == nil {
+			s.mu.failed = fmt.Errorf("%w: commit: %v", ErrFailed, err)
+			s.log.Error("commit failed; refusing further writes", "error", err)
+		}
+		err = s.mu.failed
+	} else {
+		// Groups may finish their fsync waits out of order, but a later
+		// group's fsync covers every earlier group (the WAL is sequential),
+		// so taking the maximum is right either way.
+		for _, u := range g.streams {
+			cur := s.mu.durable[u.id]
+			cur.head = max(cur.head, u.st.head)
+			cur.truncated = max(cur.truncated, u.st.truncated)
+			s.mu.durable[u.id] = cur
+		}
+		for _, u := range g.acks {
+			s.mu.acks[u.id] = max(s.mu.acks[u.id], u.seq)
+		}
+	}
+	s.mu.Unlock()
+
+	for i, r := range group {
+		res := g.results[i]
+		if res == nil {
+			res = err
+		}
+		if res == nil {
+			s.metrics.writes.Inc()
+		}
+		r.done <- res
+	}
+	if err == nil {
+		s.metrics.appendedMsgs.Add(float64(g.msgs))
+		s.metrics.appendedBytes.Add(float64(g.payloadBytes))
+	}
+}
+
+// takeGroupLocked removes from the queue the requests of the next group.
+func (s *Store) takeGroupLocked() []*writeReq {
+	var group []*writeReq
+	size := 0
+	i := 0
+	for ; i < len(s.mu.queue); i++ {
+		r := s.mu.queue[i]
+		if len(group) > 0 && (len(group) >= s.cfg.MaxGroupRequests || size+r.b.size > s.cfg.MaxGroupBytes) {
+			break
+		}
+		if r.state.CompareAndSwap(reqPending, reqTaken) || r.state.CompareAndSwap(reqPromoted, reqTaken) {
+			group = append(group, r)
+			size += r.b.size
+		}
+		// Otherwise it was abandoned: drop it.
+	}
+	n := copy(s.mu.queue, s.mu.queue[i:])
+	clear(s.mu.queue[n:])
+	s.mu.queue = s.mu.queue[:n]
+	return group
+}
+
+// handoff makes the first waiting request's caller the next leader, or ends
+// leadership when nobody waits.
+func (s *Store) handoff() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.mu.queue) > 0 {
+		r := s.mu.queue[0]
+		if r.state.CompareAndSwap(reqPending, reqPromoted) {
+			r.lead <- struct{}{}
+			return
+		}
+		// Abandoned: drop it.
+		s.mu.queue[0] = nil
+		s.mu.queue = s.mu.queue[1:]
+	}
+	s.mu.leading = false
+}
+
+type streamUpdate struct {
+	id streamID
+	st streamState
+}
+
+type ackValue struct {
+	id  ackID
+	seq uint64
+}
+
+// group is one synced pebble commit built from several Writes.
+type group struct {
+	pb           *pebble.Batch
+	results      []error // per request: validation error, or nil
+	streams      []streamUpdate
+	acks         []ackValue
+	msgs         int
+	payloadBytes int
+}
+
+// buildGroup validates the requests in order against the pending state and
+// encodes the valid ones into one pebble batch. Only the leader calls it.
+func (s *Store) buildGroup(reqs []*writeReq) *group {
+	size := 0
+	for _, r := range reqs {
+		size += r.b.size
+	}
+	g := &group{pb: s.db.NewBatchWithSize(size + 64), results: make([]error, len(reqs))}
+	touched := make(map[streamID]struct{})
+	ackTouched := make(map[ackID]struct{})
+	for i, r := range reqs {
+		g.results[i] = s.stage(r.b, g, touched, ackTouched)
+	}
+	for id := range touched {
+		st := s.pending.streams[id]
+		_ = g.pb.Set(streamStateKey(id.origin, id.stream), encodeStreamState(st), nil)
+		g.streams = append(g.streams, streamUpdate{id, st})
+	}
+	var v [8]byte
+	for id := range ackTouched {
+		seq := s.pending.acks[id]
+		binary.BigEndian.PutUint64(v[:], seq)
+		_ = g.pb.Set(ackKey(id.origin, id.stream, id.level), v[:], nil)
+		g.acks = append(g.acks, ackValue{id, seq})
+	}
+	if g.pb.Empty() {
+		// Nothing changed, but the caller must still learn that everything
+		// before it is durable: a synced empty record waits for that.
+		_ = g.pb.LogData(nil, nil)
+	}
+	return g
+}
+
+// stage validates one batch against the pending state and, if valid, adds it
+// to the group and advances the pending state.
+func (s *Store) stage(b *Batch, g *group, touched map[streamID]struct{}, ackTouched map[ackID]struct{}) error {
+	overlay := make(map[streamID]streamState)
+	get := func(id streamID) streamState {
+		if st, ok := overlay[id]; ok {
+			return st
+		}
+		return s.pending.streams[id]
+	}
+	type rangeDel struct{ from, to []byte }
+	var dels []rangeDel
+	for _, a := range b.appends {
+		id := streamID{a.origin, a.stream}
+		st := get(id)
+		if first := a.msgs[0].Seq; first != st.head+1 {
+			return fmt.Errorf("storage: append %s/%s: seq %d after head %d: %w", a.origin, a.stream, first, st.head, ErrSeqGap)
+		}
+		st.head = a.msgs[len(a.msgs)-1].Seq
+		overlay[id] = st
+	}
+	for _, t := range b.truncs {
+		id := streamID{t.origin, t.stream}
+		st := get(id)
+		if t.upto > st.head {
+			return fmt.Errorf("storage: truncate %s/%s to %d: beyond head %d: %w", t.origin, t.stream, t.upto, st.head, ErrInvalid)
+		}
+		if t.upto <= st.truncated {
+			continue
+		}
+		dels = append(dels, rangeDel{msgKey(t.origin, t.stream, st.truncated+1), msgKey(t.origin, t.stream, t.upto+1)})
+		st.truncated = t.upto
+		overlay[id] = st
+	}
+
+	// Valid: encode. Messages first, so that a truncation in the same batch
+	// (applied after them) removes them too.
+	for _, a := range b.appends {
+		prefix := streamPrefix(prefixMsg, a.origin, a.stream)
+		for _, m := range a.msgs {
+			op := g.pb.SetDeferred(len(prefix)+8, 9+len(m.Payload))
+			copy(op.Key, prefix)
+			binary.BigEndian.PutUint64(op.Key[len(prefix):], m.Seq)
+			op.Value[0] = msgFormatV1
+			binary.BigEndian.PutUint64(op.Value[1:9], m.HLC)
+			copy(op.Value[9:], m.Payload)
+			_ = op.Finish()
+			g.payloadBytes += len(m.Payload)
+		}
+		g.msgs += len(a.msgs)
+	}
+	for _, d := range dels {
+		_ = g.pb.DeleteRange(d.from, d.to, nil)
+	}
+	for _, op := range b.ops {
+		switch op.kind {
+		case opSet:
+			_ = g.pb.Set(op.key, op.value, nil)
+		case opDelete:
+			_ = g.pb.Delete(op.key, nil)
+		case opDeleteRange:
+			_ = g.pb.DeleteRange(op.key, op.value, nil)
+		}
+	}
+	for id, st := range overlay {
+		s.pending.streams[id] = st
+		touched[id] = struct{}{}
+	}
+	for _, a := range b.acks {
+		id := ackID{streamID{a.origin, a.stream}, a.level}
+		if a.seq > s.pending.acks[id] {
+			s.pending.acks[id] = a.seq
+			ackTouched[id] = struct{}{}
+		}
+	}
+	return nil
+}
+
+// Append is a shortcut for a Write of one Batch.Append.
+func (s *Store) Append(ctx context.Context, origin, stream string, msgs ...Message) error {
+	var b Batch
+	b.Append(origin, stream, msgs...)
+	return s.Write(ctx, &b)
+}
+
+// Truncate is a shortcut for a Write of one Batch.Truncate.
+func (s *Store) Truncate(ctx context.Context, origin, stream string, upto uint64) error {
+	var b Batch
+	b.Truncate(origin, stream, upto)
+	return s.Write(ctx, &b)
+}
+
+// SetMeta is a shortcut for a Write of one Batch.SetMeta.
+func (s *Store) SetMeta(ctx context.Context, key string, value []byte) error {
+	var b Batch
+	b.SetMeta(key, value)
+	return s.Write(ctx, &b)
+}
