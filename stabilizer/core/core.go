@@ -10,10 +10,11 @@ import (
 // Core is the deterministic protocol state machine of one site. See the
 // package documentation for the contract between a Core and its driver.
 type Core struct {
-	cfg     Config
-	self    int
-	n       int // sites
-	nlevels int
+	cfg      Config
+	schemaFP uint64
+	self     int
+	n        int // sites
+	nlevels  int
 
 	tick  uint64
 	phys  int64 // latest physical time given to Tick
@@ -83,6 +84,7 @@ func New(cfg Config, st State) (*Core, error) {
 		originT:  make([]HLC, len(cfg.Schema.Sites)),
 		byOrigin: make([][]*stream, len(cfg.Schema.Sites)),
 	}
+	c.schemaFP = SchemaFingerprint(cfg.Schema)
 	for i, name := range cfg.Schema.Sites {
 		if i != self {
 			c.peers[i] = &peer{idx: i, name: name}
@@ -213,6 +215,27 @@ func (c *Core) restore(st State) error {
 	}
 	c.timeDirty = true
 	return nil
+}
+
+// SchemaFingerprint hashes what ack cells depend on: the sites and the
+// levels, in order (FNV-1a). Groups do not matter to the protocol. Messages
+// carry it so that differently configured sites refuse each other.
+func SchemaFingerprint(s *frontier.Schema) uint64 {
+	h := uint64(14695981039346656037)
+	add := func(str string) {
+		for i := 0; i < len(str); i++ {
+			h = (h ^ uint64(str[i])) * 1099511628211
+		}
+		h = (h ^ 0xff) * 1099511628211 // separator
+	}
+	for _, site := range s.Sites {
+		add(site)
+	}
+	add("|")
+	for _, l := range s.LevelNames() {
+		add(l)
+	}
+	return h
 }
 
 // now issues a fresh timestamp, above every timestamp issued or observed.

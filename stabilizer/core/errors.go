@@ -10,6 +10,8 @@ var (
 	ErrUnknownPeer = errors.New("core: unknown peer")
 	// ErrVersionMismatch: a peer speaks another ProtocolVersion.
 	ErrVersionMismatch = errors.New("core: protocol version mismatch")
+	// ErrSchemaMismatch: a peer is configured with other sites or levels.
+	ErrSchemaMismatch = errors.New("core: schema mismatch")
 	// ErrRejected: a peer refused our Hello.
 	ErrRejected = errors.New("core: rejected by peer")
 	// ErrUnknownStream: no such stream is known at this site.

@@ -242,11 +242,12 @@ func (c *ddCluster) run(t *testing.T, d *datadriven.TestData) string {
 	case "step":
 		// A hand-made message, for the error paths.
 		s := c.site(t, d, "site")
-		m := core.Message{To: s.name, Version: core.ProtocolVersion}
+		m := core.Message{To: s.name, Version: core.ProtocolVersion, Schema: core.SchemaFingerprint(c.schema)}
 		var typ string
 		d.ScanArgs(t, "from", &m.From)
 		d.ScanArgs(t, "type", &typ)
 		d.MaybeScanArgs(t, "version", &m.Version)
+		d.MaybeScanArgs(t, "schema", &m.Schema)
 		switch typ {
 		case "hello":
 			m.Type = core.MsgHello
@@ -256,7 +257,8 @@ func (c *ddCluster) run(t *testing.T, d *datadriven.TestData) string {
 			t.Fatalf("%s: type %q", d.Pos, typ)
 		}
 		err := s.core.Step(m)
-		c.printf("error is ErrVersionMismatch=%v ErrUnknownPeer=%v\n", errors.Is(err, core.ErrVersionMismatch), errors.Is(err, core.ErrUnknownPeer))
+		c.printf("error is ErrVersionMismatch=%v ErrSchemaMismatch=%v ErrUnknownPeer=%v\n",
+			errors.Is(err, core.ErrVersionMismatch), errors.Is(err, core.ErrSchemaMismatch), errors.Is(err, core.ErrUnknownPeer))
 		c.errf(err)
 	case "frontier":
 		s := c.site(t, d, "site")

@@ -69,7 +69,7 @@ func (c *Core) newSession(p *peer) {
 	p.resetInflight()
 	p.progressTick = c.tick
 	c.pendingMsgs = append(c.pendingMsgs, Message{
-		Type: MsgHello, From: c.cfg.Site, To: p.name, Session: p.session, Version: ProtocolVersion,
+		Type: MsgHello, From: c.cfg.Site, To: p.name, Session: p.session, Version: ProtocolVersion, Schema: c.schemaFP,
 	})
 }
 
@@ -103,13 +103,21 @@ func (c *Core) Step(m Message) error {
 	case MsgHello:
 		if m.Version != ProtocolVersion {
 			c.pendingMsgs = append(c.pendingMsgs, Message{
-				Type: MsgReject, From: c.cfg.Site, To: m.From, Session: m.Session, Version: ProtocolVersion,
+				Type: MsgReject, From: c.cfg.Site, To: m.From, Session: m.Session, Version: ProtocolVersion, Schema: c.schemaFP,
 				Reason: fmt.Sprintf("protocol version %d, want %d", m.Version, ProtocolVersion),
 			})
 			return fmt.Errorf("core: hello from %s: %w: peer speaks %d, we speak %d", m.From, ErrVersionMismatch, m.Version, ProtocolVersion)
 		}
+		if m.Schema != c.schemaFP {
+			c.pendingMsgs = append(c.pendingMsgs, Message{
+				Type: MsgReject, From: c.cfg.Site, To: m.From, Session: m.Session, Version: ProtocolVersion, Schema: c.schemaFP,
+				Reason: fmt.Sprintf("schema mismatch: %s has sites %v and levels %v", c.cfg.Site, c.cfg.Schema.Sites, c.cfg.Schema.LevelNames()),
+			})
+			return fmt.Errorf("core: hello from %s: %w: its sites or levels differ from ours (sites %v, levels %v)",
+				m.From, ErrSchemaMismatch, c.cfg.Schema.Sites, c.cfg.Schema.LevelNames())
+		}
 		c.pendingMsgs = append(c.pendingMsgs, Message{
-			Type: MsgPositions, From: c.cfg.Site, To: m.From, Session: m.Session, Version: ProtocolVersion,
+			Type: MsgPositions, From: c.cfg.Site, To: m.From, Session: m.Session, Version: ProtocolVersion, Schema: c.schemaFP,
 			Positions: c.positions(from),
 		})
 		return nil
@@ -117,10 +125,16 @@ func (c *Core) Step(m Message) error {
 		if m.Version != ProtocolVersion {
 			return fmt.Errorf("core: positions from %s: %w: peer speaks %d, we speak %d", m.From, ErrVersionMismatch, m.Version, ProtocolVersion)
 		}
+		if m.Schema != c.schemaFP {
+			return fmt.Errorf("core: positions from %s: %w", m.From, ErrSchemaMismatch)
+		}
 		return c.stepPositions(p, m)
 	case MsgData:
 		return c.stepData(from, m)
 	case MsgAcks:
+		if m.Schema != c.schemaFP {
+			return fmt.Errorf("core: acks from %s: %w: cells ignored", m.From, ErrSchemaMismatch)
+		}
 		return c.stepAcks(p, m)
 	case MsgReject:
 		if !p.connected || m.Session != p.session {
@@ -158,6 +172,11 @@ func (c *Core) stepPositions(p *peer, m Message) error {
 		}
 		s.next[p.idx] = at + 1
 	}
+	// Forget what was in flight: beyond the peer's positions it was lost
+	// or will be dropped on arrival, and at or below them it arrived.
+	// Keeping it counted would let lost entries block their own resend
+	// until a timeout. Entries still on the wire may so exceed the window
+	// once, right after a resend request.
 	p.established = true
 	p.resetInflight()
 	p.progressTick = c.tick
@@ -196,7 +215,7 @@ func (c *Core) stepData(from int, m Message) error {
 		// Something of this session was lost: ask the origin to resume
 		// from what we hold.
 		c.pendingMsgs = append(c.pendingMsgs, Message{
-			Type: MsgPositions, From: c.cfg.Site, To: m.From, Session: m.Session, Version: ProtocolVersion,
+			Type: MsgPositions, From: c.cfg.Site, To: m.From, Session: m.Session, Version: ProtocolVersion, Schema: c.schemaFP,
 			Positions: c.positions(from),
 		})
 	}

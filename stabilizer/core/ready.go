@@ -176,6 +176,7 @@ func (c *Core) Ready() Ready {
 	}
 
 	rd.Errors, c.errs = c.errs, nil
+	c.assertInvariants()
 	rd.MustSync = len(rd.Entries) > 0 || len(rd.Acks) > 0 || len(rd.Predicates) > 0 || !rd.Clock.IsZero() ||
 		(!c.cfg.LazyFrontiers && (len(rd.Frontiers) > 0 || len(rd.StableTimes) > 0))
 	return rd
@@ -186,7 +187,7 @@ func (c *Core) ctrlMessage(rd *Ready, p *peer, hb, full bool) {
 	if !hb && !full && !c.ctrlDue(p) {
 		return
 	}
-	m := Message{Type: MsgAcks, From: c.cfg.Site, To: p.name}
+	m := Message{Type: MsgAcks, From: c.cfg.Site, To: p.name, Schema: c.schemaFP}
 	if hb {
 		m.Clock = c.readyClock
 		m.Heads = make([]Position, 0, len(c.own))
@@ -288,4 +289,5 @@ func (c *Core) Advance() {
 		}
 		s.trim(low, c.cfg.MaxMemoryBytes)
 	}
+	c.assertInvariants()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
@@ -43,7 +44,7 @@ func TestSim(t *testing.T) {
 			return
 		}
 	}
-	t.Logf("%d seeds: %v", seeds, total)
+	t.Logf("%d seeds (internal assertions: %v): %v", seeds, core.InvariantsEnabled, total)
 	if seeds < 20 {
 		return
 	}
@@ -51,7 +52,7 @@ func TestSim(t *testing.T) {
 	// of weights or defaults stops one from happening, say so.
 	for _, k := range []string{
 		"crash", "crash.before_sync", "crash.after_sync", "restart", "cut", "drop", "dup",
-		"setpred", "storage.reads", "seeds.lazy", "delivered", "frontier", "stabletime", "msg.hello", "msg.positions",
+		"setpred", "storage.reads", "seeds.lazy", "interleave", "delivered", "frontier", "stabletime", "msg.hello", "msg.positions",
 	} {
 		if total[k] == 0 {
 			t.Errorf("no seed exercised %q: %v", k, total)
@@ -251,6 +252,10 @@ type sim struct {
 	// current session and not yet acknowledged received, to check the
 	// bytes-in-flight bound from outside.
 	flight map[[2]int][]simFlight
+	// flightGen counts resend requests per (origin, destination): a Ready
+	// built before one is delivered sends data the origin no longer counts.
+	flightGen map[[2]int]int
+	readyGen  map[[2]int]int
 }
 
 type simFlight struct {
@@ -289,7 +294,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 		truth: map[core.StreamID][]core.Entry{}, claims: map[core.StreamID][]uint64{},
 		pub: map[int]map[fkey]uint64{}, pubTime: map[int]map[string]core.HLC{},
 		compile: map[string]*frontier.Predicate{}, counts: map[string]int{},
-		flight: map[[2]int][]simFlight{}, faults: true,
+		flight: map[[2]int][]simFlight{}, flightGen: map[[2]int]int{}, faults: true,
 	}
 	s.logf = func(string, ...any) {}
 	if *flagSimLog {
@@ -520,6 +525,12 @@ func (s *sim) process(site *simSite) {
 			return
 		}
 		rd := site.core.Ready()
+		s.readyGen = maps.Clone(s.flightGen)
+		// Inputs may arrive while the driver handles a Ready: they belong
+		// to the next one.
+		if s.faults && s.rng.IntN(100) < 15 {
+			s.interleave(site)
+		}
 		if rd.MustSync && site.crashInReady == crashBeforeSync {
 			s.counts["crash.before_sync"]++
 			s.crash(site) // written, not synced: the whole Ready is lost
@@ -642,6 +653,9 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 		case core.MsgHello:
 			delete(s.flight, fk)
 		case core.MsgData:
+			if s.readyGen[fk] != s.flightGen[fk] {
+				break
+			}
 			for _, e := range m.Entries {
 				s.flight[fk] = append(s.flight[fk], simFlight{e.Stream, e.Seq, len(e.Payload) + len(e.Stream.Name) + 32})
 			}
@@ -861,19 +875,46 @@ func (s *sim) deliver() bool {
 			s.queues[k] = append(s.queues[k], p)
 		}
 	}
-	if p.m.Type == core.MsgPositions {
-		delete(s.flight, [2]int{k.to, k.from}) // the origin resumes afresh
-	}
-	s.logf("deliver %s", p.m)
-	s.check(to.core.Step(p.m), "step "+p.m.String())
+	s.stepTo(k, p.m)
 	return true
 }
 
-func (s *sim) append() {
-	site := s.anyUp()
-	if site == nil {
-		return
+func (s *sim) stepTo(k connKey, m core.Message) {
+	if m.Type == core.MsgPositions {
+		fk := [2]int{k.to, k.from}
+		delete(s.flight, fk) // the origin resumes afresh
+		s.flightGen[fk]++
 	}
+	s.logf("deliver %s", m)
+	s.check(s.sites[k.to].core.Step(m), "step "+m.String())
+}
+
+// interleave gives site an input between its Ready and Advance.
+func (s *sim) interleave(site *simSite) {
+	s.counts["interleave"]++
+	switch s.rng.IntN(3) {
+	case 0:
+		s.appendAt(site)
+	case 1:
+		s.apply(site, false)
+	case 2:
+		for _, k := range s.keys {
+			if q := s.queues[k]; k.to == site.idx && len(q) > 0 && q[0].at <= s.now {
+				s.queues[k] = q[1:]
+				s.stepTo(k, q[0].m)
+				return
+			}
+		}
+	}
+}
+
+func (s *sim) append() {
+	if site := s.anyUp(); site != nil {
+		s.appendAt(site)
+	}
+}
+
+func (s *sim) appendAt(site *simSite) {
 	name := []string{"kv", "jobs", "ckpt"}[s.rng.IntN(3)]
 	s.appends++
 	payload := fmt.Appendf(nil, "%s/%s/%d/%s", site.name, name, s.appends, strings.Repeat("x", s.rng.IntN(60)))

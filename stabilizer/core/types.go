@@ -143,6 +143,10 @@ type Message struct {
 	Session uint64
 	// Version is the sender's ProtocolVersion (Hello, Positions).
 	Version uint32
+	// Schema fingerprints the sender's sites and levels (Hello, Positions,
+	// Acks): ack cells name levels by index, so sites configured
+	// differently must not exchange them.
+	Schema uint64
 	// Entries of Data, ordered by seq within each stream.
 	Entries []Entry
 	// Positions of Positions: every stream of To the sender holds.

@@ -1,0 +1,4 @@
+package core
+
+// InvariantsEnabled tells tests whether the invariants build tag is on.
+const InvariantsEnabled = invariantsEnabled
