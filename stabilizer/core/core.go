@@ -61,7 +61,6 @@ type pred struct {
 	src      string
 	version  uint64
 	compiled *frontier.Predicate
-	builtin  bool
 }
 
 // New returns a Core for cfg.Site that resumes from st (the zero State for a
@@ -91,9 +90,10 @@ func New(cfg Config, st State) (*Core, error) {
 		}
 	}
 	for _, name := range frontier.BuiltinNames() {
-		if err := c.definePredicate(name, frontier.Builtins[name], 1, true); err != nil {
-			return nil, err
-		}
+		// A built-in can be meaningless for a schema (one_remote with a
+		// single site): it is then left out, and naming it is an
+		// unknown-predicate error.
+		_ = c.definePredicate(name, frontier.Builtins[name], 1)
 	}
 	names := make([]string, 0, len(cfg.Predicates))
 	for name := range cfg.Predicates {
@@ -101,7 +101,7 @@ func New(cfg Config, st State) (*Core, error) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		if err := c.definePredicate(name, cfg.Predicates[name], 1, false); err != nil {
+		if err := c.definePredicate(name, cfg.Predicates[name], 1); err != nil {
 			return nil, fmt.Errorf("core: config: predicates.%s: %w", name, err)
 		}
 	}
@@ -111,7 +111,7 @@ func New(cfg Config, st State) (*Core, error) {
 	return c, nil
 }
 
-func (c *Core) definePredicate(name, src string, version uint64, builtin bool) error {
+func (c *Core) definePredicate(name, src string, version uint64) error {
 	p, err := frontier.Compile(src, c.cfg.Schema)
 	if err != nil {
 		return err
@@ -120,7 +120,7 @@ func (c *Core) definePredicate(name, src string, version uint64, builtin bool) e
 		c.predNames = append(c.predNames, name)
 		slices.Sort(c.predNames)
 	}
-	c.preds[name] = &pred{src: src, version: version, compiled: p, builtin: builtin}
+	c.preds[name] = &pred{src: src, version: version, compiled: p}
 	for _, s := range c.list {
 		s.dirty = true
 	}
@@ -130,10 +130,10 @@ func (c *Core) definePredicate(name, src string, version uint64, builtin bool) e
 
 func (c *Core) restore(st State) error {
 	for _, d := range st.Predicates {
-		if old, ok := c.preds[d.Name]; ok && old.builtin {
+		if _, ok := frontier.Builtins[d.Name]; ok {
 			return fmt.Errorf("%w: predicate %q: %w", ErrBadState, d.Name, ErrBuiltinPredicate)
 		}
-		if err := c.definePredicate(d.Name, d.Source, d.Version, false); err != nil {
+		if err := c.definePredicate(d.Name, d.Source, d.Version); err != nil {
 			return fmt.Errorf("%w: predicate %q: %w", ErrBadState, d.Name, err)
 		}
 	}
@@ -395,14 +395,14 @@ func (c *Core) SetPredicate(name, src string) (uint64, error) {
 	if name == "" {
 		return 0, fmt.Errorf("core: set predicate: %w: empty name", ErrUnknownPredicate)
 	}
+	if _, ok := frontier.Builtins[name]; ok {
+		return 0, fmt.Errorf("core: set predicate %q: %w", name, ErrBuiltinPredicate)
+	}
 	version := uint64(1)
 	if old, ok := c.preds[name]; ok {
-		if old.builtin {
-			return 0, fmt.Errorf("core: set predicate %q: %w", name, ErrBuiltinPredicate)
-		}
 		version = old.version + 1
 	}
-	if err := c.definePredicate(name, src, version, false); err != nil {
+	if err := c.definePredicate(name, src, version); err != nil {
 		return 0, fmt.Errorf("core: set predicate %q: %w", name, err)
 	}
 	c.pendingDefs = append(c.pendingDefs, PredicateDef{Name: name, Source: src, Version: version})
