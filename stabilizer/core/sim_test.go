@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"hash"
+	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"runtime/debug"
@@ -247,6 +249,7 @@ type sim struct {
 	appends int
 	steps   int
 	counts  map[string]int
+	trace   hash.Hash64 // of every message sent, for TestSimDeterministic
 
 	// flight mirrors, per (origin, destination), the data sent in the
 	// current session and not yet acknowledged received, to check the
@@ -278,7 +281,7 @@ var simSources = []string{
 
 func newSim(t testing.TB, seed uint64) *sim {
 	rng := rand.New(rand.NewPCG(seed, 0xc0ffee))
-	n := 3 + rng.IntN(3)
+	n := 2 + rng.IntN(4)
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("s%d", i)
@@ -295,6 +298,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 		pub: map[int]map[fkey]uint64{}, pubTime: map[int]map[string]core.HLC{},
 		compile: map[string]*frontier.Predicate{}, counts: map[string]int{},
 		flight: map[[2]int][]simFlight{}, flightGen: map[[2]int]int{}, faults: true,
+		trace: fnv.New64a(),
 	}
 	s.logf = func(string, ...any) {}
 	if *flagSimLog {
@@ -646,6 +650,7 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 			}
 		}
 		s.counts["msg."+m.Type.String()]++
+		fmt.Fprintf(s.trace, "%d %v\n", s.now, m)
 		s.send(m)
 		to, _ := s.schema.SiteIndex(m.To)
 		fk := [2]int{site.idx, to}
@@ -1049,7 +1054,7 @@ func (s *sim) heal() {
 			s.restart(site)
 		}
 	}
-	for k := range s.cut {
+	for _, k := range sortedKeys(s.cut, func(a, b [2]int) int { return (a[0]-b[0])*64 + a[1] - b[1] }) {
 		delete(s.cut, k)
 		s.connect(s.sites[k[0]], s.sites[k[1]])
 	}
@@ -1123,12 +1128,17 @@ func max2(a, b core.HLC) core.HLC {
 }
 
 func runSim(t *testing.T, seed uint64, steps int, total map[string]int) (ok bool) {
+	_, ok = runSimTrace(t, seed, steps, total)
+	return ok
+}
+
+func runSimTrace(t *testing.T, seed uint64, steps int, total map[string]int) (trace uint64, ok bool) {
 	s := newSim(t, seed)
 	defer func() {
 		if r := recover(); r != nil {
 			t.Errorf("seed %d: step %d tick %d: panic: %v\n%s\nreproduce: go test ./stabilizer/core -run 'TestSim$' -seed=%d -steps=%d -simlog",
 				seed, s.steps, s.now, r, debug.Stack(), seed, steps)
-			ok = false
+			trace, ok = 0, false
 		}
 	}()
 	for i := 0; i < steps && !s.failed; i++ {
@@ -1140,7 +1150,7 @@ func runSim(t *testing.T, seed uint64, steps int, total map[string]int) (ok bool
 	if s.failed {
 		t.Errorf("seed %d: %s\nreproduce: go test ./stabilizer/core -run 'TestSim$' -seed=%d -steps=%d -simlog",
 			seed, s.msg, seed, steps)
-		return false
+		return 0, false
 	}
 	for _, site := range s.sites {
 		s.counts["storage.reads"] += site.store.reads
@@ -1158,7 +1168,19 @@ func runSim(t *testing.T, seed uint64, steps int, total map[string]int) (ok bool
 	if testing.Verbose() && *flagSeed != 0 {
 		t.Logf("seed %d: %d sites, %d steps, %d ticks, %d appends, %v", seed, len(s.sites), s.steps, s.now, s.appends, s.counts)
 	}
-	return true
+	return s.trace.Sum64(), true
+}
+
+// TestSimDeterministic runs seeds twice: a seed must replay exactly, or a
+// printed failing seed would not reproduce.
+func TestSimDeterministic(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		a, okA := runSimTrace(t, seed, 500, map[string]int{})
+		b, okB := runSimTrace(t, seed, 500, map[string]int{})
+		if okA && okB && a != b {
+			t.Errorf("seed %d: two runs sent different messages (trace %x vs %x)", seed, a, b)
+		}
+	}
 }
 
 func (s *sim) dump() string {
