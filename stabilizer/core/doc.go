@@ -71,6 +71,31 @@
 // Other sites' rows are not persisted; they come back with their next whole
 // row. Own acks never go backwards, frontiers never move back.
 //
+// # Driver obligations
+//
+//   - Tick at a fixed interval (a millisecond, say) with the wall clock in
+//     nanoseconds; every interval in Config counts these ticks.
+//   - Write each Ready's writes as one atomic batch and, if MustSync, fsync
+//     it before sending, delivering or publishing anything of that Ready.
+//     Implement Storage over the same log, reading synchronously.
+//   - Send MsgAcks on the control connection to m.To and every other type on
+//     the data connection to or from m.To; a Positions or Reject answers
+//     the origin and may go back on the connection its Hello came on.
+//     Messages for a peer whose connection is down may be dropped: the core
+//     resends what matters after Connected.
+//   - Call Connected when connections to a peer come up and Disconnected
+//     when one breaks. Close the connection on ErrUnknownPeer,
+//     ErrVersionMismatch, ErrSchemaMismatch or ErrRejected from Step.
+//   - Append's seq and SetPredicate's version are durable only once the
+//     Ready carrying them was synced; a caller waiting on the `local`
+//     frontier (or for that Ready) waits for exactly that.
+//   - On restart, build State from what was written: the log's heads, the
+//     latest own ack cells, run-time predicates, released frontiers, stable
+//     times and clock; plus the application's own positions when it keeps
+//     them (Applied). An application that keeps custom-level positions
+//     Reports them again after a restart: a Report lost with an unsynced
+//     Ready is gone.
+//
 // # Concurrency
 //
 // A Core is not safe for concurrent use: the driver calls it from one
