@@ -21,8 +21,8 @@
 //		c.SetPredicate(name, src)
 //		for c.HasReady() {
 //			rd := c.Ready()
-//			// 1. if rd.MustSync: write rd.Entries, Acks, Predicates,
-//			//    Frontiers, StableTimes, Clock in one batch; fsync
+//			// 1. write rd.Entries, Acks, Predicates, Frontiers,
+//			//    StableTimes, Clock in one batch; fsync if rd.MustSync
 //			// 2. send rd.Messages (per peer, on m.Plane())
 //			// 3. deliver rd.Deliver to applications
 //			// 4. publish rd.Frontiers and rd.StableTimes
@@ -62,14 +62,13 @@
 // time of a predicate is the minimum over origins of the time at its
 // frontiers.
 //
-// Config.LazyFrontiers trades that last guarantee for latency: frontier
-// advances then leave without an fsync of their own, and after a crash a
-// frontier may come back lower until the acks return.
-//
 // Restart: the driver rebuilds State from what it persisted: log heads, own
 // ack cells, run-time predicates, released frontiers, stable times and clock.
 // Other sites' rows are not persisted; they come back with their next whole
 // row. Own acks never go backwards, frontiers never move back.
+// Config.LazyFrontiers trades the last for latency: frontier advances then
+// leave without an fsync of their own, and after a crash a frontier may come
+// back lower until the acks return.
 //
 // # Driver obligations
 //
