@@ -37,8 +37,14 @@
 // per chunk. Delivery waits for absolute deadlines: a Go timer is asked to
 // fire 2 ms early (Go timers wake up to a millisecond late), the rest is a
 // nanosleep on Linux and a short yield loop, so crossings do not accumulate
-// timer slack. Measured here: a 50 ms and a 200 ms round trip come out
-// about 0.3 ms long (loopback and scheduling), see TestFidelityRTT.
+// timer slack. Bytes are dated by the kernel's receive timestamp
+// (SO_TIMESTAMPNS) rather than by when the proxy's goroutine got around to
+// reading them, so a busy host's scheduling delay before the read is not
+// added to the emulated delay either. Measured here: a 50 ms and a 200 ms
+// round trip come out 0.1 to 0.3 ms long (loopback and scheduling), see
+// TestFidelityRTT. What a user-space emulator cannot remove is the host
+// failing to run it on time: on a machine whose CPUs are saturated by other
+// processes, individual crossings can be late by milliseconds.
 //
 // Jitter draws each chunk's delay uniformly from Delay±Jitter. A TCP stream
 // is never reordered, so a chunk that draws less waits for the one before;
@@ -51,8 +57,10 @@
 // virtual clock: each chunk is booked at the link's rate after the bytes
 // before it, and the reader sleeps until its chunk has been "sent" before
 // reading more, so the sender is pushed back through its own socket
-// buffers. Late wake-ups do not lose rate because the bucket holds up to
-// 5 ms of tokens. Chunks are cut to about 1 ms of the link's rate (at
+// buffers. Late wake-ups do not lose rate: an idle sender's bucket holds up
+// to 5 ms of tokens, and a backlogged sender's bytes (its read filled the
+// buffer, so only the proxy was late) continue right after the previous
+// ones, up to 100 ms back. Chunks are cut to about 1 ms of the link's rate (at
 // least one segment, at most 64 KiB), so a small message on another
 // connection waits behind at most about one chunk: like a bottleneck with
 // fair queueing or a small buffer, not a bloated FIFO. Measured: 20 MB/s

@@ -122,31 +122,64 @@ func dial(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-// roundTrip sends a small message and times its echo.
+// roundTrip sends a small message and times its echo. Like ping(8), it
+// takes the reply's arrival time from the kernel's receive timestamp, so
+// that the test's own wake-up latency on a busy host is not counted as
+// network delay (on systems without one, the clock after the read).
 func roundTrip(t *testing.T, c net.Conn) time.Duration {
 	t.Helper()
 	msg := []byte("ping-0123456789abcdef0123456789")
-	got := make([]byte, len(msg))
+	r := newStampedReader(c.(*net.TCPConn))
+	if err := c.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	if _, err := c.Write(msg); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.ReadFull(c, got); err != nil {
-		t.Fatal(err)
+	var got []byte
+	var at time.Time
+	buf := make([]byte, len(msg))
+	for len(got) < len(msg) {
+		n, stamp, err := r.read(buf[:len(msg)-len(got)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, at = append(got, buf[:n]...), stamp
 	}
 	if string(got) != string(msg) {
 		t.Fatalf("echo = %q, want %q", got, msg)
 	}
-	return time.Since(start)
+	return at.Sub(start)
 }
 
-func median(ds []time.Duration) time.Duration {
+// measureRTT takes n round trips on c and returns their lower quartile,
+// logging the median and the samples too.
+//
+// Why the lower quartile and not the median: on a loaded 2-core machine
+// (make test runs packages in parallel; the host steals CPU) a ping-pong
+// is sometimes held up for milliseconds, or tens of them, by scheduling
+// that has nothing to do with the emulator, and such noise only ever adds
+// delay. The lower quartile still measures what the emulator does, since
+// any systematic error (timer slack per crossing, early delivery) moves
+// every sample, and it tolerates up to three quarters of the samples being
+// disturbed. On an idle machine the two agree within a fraction of a
+// millisecond.
+func measureRTT(t *testing.T, c net.Conn, n int) time.Duration {
+	t.Helper()
+	var samples []time.Duration
+	for range n {
+		samples = append(samples, roundTrip(t, c))
+	}
+	q, med := quartileAndMedian(samples)
+	t.Logf("RTT lower quartile %v, median %v, samples %v", q, med, samples)
+	return q
+}
+
+func quartileAndMedian(ds []time.Duration) (q, med time.Duration) {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
+	return s[(len(s)-1)/4], s[len(s)/2]
 }
 
 func abs(d time.Duration) time.Duration {
@@ -157,26 +190,29 @@ func abs(d time.Duration) time.Duration {
 }
 
 // TestFidelityRTT: the round trip through a link pair is the configured one
-// within ±2 ms (median of several small ping-pongs over one connection).
+// within ±2 ms, measured by small ping-pongs over one connection (see
+// measureRTT for the estimator).
 func TestFidelityRTT(t *testing.T) {
-	for _, rtt := range []time.Duration{50 * time.Millisecond, 200 * time.Millisecond} {
-		t.Run(rtt.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		rtt     time.Duration
+		samples int
+	}{
+		{50 * time.Millisecond, 15},
+		{200 * time.Millisecond, 11},
+	} {
+		t.Run(tc.rtt.String(), func(t *testing.T) {
 			t.Parallel()
 			n := newTestNetwork(t, Config{})
-			ab := pair(t, n, LinkConfig{Delay: rtt / 2})
+			ab := pair(t, n, LinkConfig{Delay: tc.rtt / 2})
 			p, err := ab.Proxy(startEcho(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			c := dial(t, p.Addr())
-			var samples []time.Duration
-			for range 9 {
-				samples = append(samples, roundTrip(t, c))
-			}
-			med := median(samples)
-			t.Logf("configured RTT %v: median %v, error %v, samples %v", rtt, med, med-rtt, samples)
-			if abs(med-rtt) > 2*time.Millisecond {
-				t.Errorf("median RTT %v, want %v ± 2ms", med, rtt)
+			got := measureRTT(t, c, tc.samples)
+			t.Logf("configured RTT %v: measured %v, error %v", tc.rtt, got, got-tc.rtt)
+			if abs(got-tc.rtt) > 2*time.Millisecond {
+				t.Errorf("RTT %v, want %v ± 2ms", got, tc.rtt)
 			}
 		})
 	}
@@ -185,8 +221,10 @@ func TestFidelityRTT(t *testing.T) {
 // TestFidelityThroughput: a bulk transfer through a 20 MB/s link runs at
 // 20 MB/s ± 5%, and a ping on a second connection through the same link
 // still sees the configured RTT ± 2 ms while the link is busy.
+//
+// It runs alone (not in parallel) because it keeps a core fairly busy, which
+// would disturb the latency measurements of the other tests.
 func TestFidelityThroughput(t *testing.T) {
-	t.Parallel()
 	const (
 		rate = 20 * MBPerSecond
 		rtt  = 50 * time.Millisecond
@@ -256,14 +294,14 @@ func TestFidelityThroughput(t *testing.T) {
 	}
 	c1, t1 := received.Load(), time.Now()
 	got := float64(c1-c0) / t1.Sub(t0).Seconds()
-	med := median(samples)
-	t.Logf("throughput %.2f MB/s (limit %v, error %+.2f%%) over %v; ping while busy: median %v (error %v) over %d samples",
-		got/1e6, rate, 100*(got-float64(rate))/float64(rate), t1.Sub(t0).Round(time.Millisecond), med, med-rtt, len(samples))
+	q, med := quartileAndMedian(samples)
+	t.Logf("throughput %.2f MB/s (limit %v, error %+.2f%%) over %v; ping while busy: lower quartile %v (error %v), median %v, %d samples",
+		got/1e6, rate, 100*(got-float64(rate))/float64(rate), t1.Sub(t0).Round(time.Millisecond), q, q-rtt, med, len(samples))
 	if got < 0.95*float64(rate) || got > 1.05*float64(rate) {
 		t.Errorf("throughput %.2f MB/s, want %v ± 5%%", got/1e6, rate)
 	}
-	if abs(med-rtt) > 2*time.Millisecond {
-		t.Errorf("RTT while busy %v, want %v ± 2ms", med, rtt)
+	if abs(q-rtt) > 2*time.Millisecond {
+		t.Errorf("RTT while busy %v, want %v ± 2ms", q, rtt)
 	}
 }
 
@@ -342,19 +380,25 @@ func TestCutAndRestore(t *testing.T) {
 			expectSilence(t, c, 300*time.Millisecond)
 
 			l.Restore()
-			restored := time.Now()
+			restored := l.state().restoredAt
 			got := readFull(t, c, len(msg), 5*time.Second)
 			took := time.Since(restored)
 			if string(got) != string(msg) {
 				t.Fatalf("after restore got %q, want %q", got, msg)
 			}
-			// At least the cut direction's delay must pass after the restore.
-			if took < delay-time.Millisecond {
-				t.Errorf("held bytes arrived %v after restore, before the link delay %v", took, delay)
+			// Held bytes cross the cut link one delay after the restore;
+			// when the request was held, the reply then takes another.
+			want := 2 * delay
+			if l != ab {
+				want = delay
 			}
-			t.Logf("held bytes arrived %v after restore", took)
-			// The connection carries on as before.
-			if d := roundTrip(t, c); abs(d-2*delay) > 2*time.Millisecond {
+			t.Logf("held bytes arrived %v after restore, want %v", took, want)
+			if took < want-time.Millisecond || took > want+100*time.Millisecond {
+				t.Errorf("held bytes arrived %v after restore, want %v", took, want)
+			}
+			// The connection carries on as before. (Precision is
+			// TestFidelityRTT's business; this checks nothing lingers.)
+			if d := measureRTT(t, c, 7); d < 2*delay-time.Millisecond || d > 2*delay+50*time.Millisecond {
 				t.Errorf("RTT after restore %v, want %v", d, 2*delay)
 			}
 		})
@@ -390,10 +434,12 @@ func TestDialThroughCutLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if took := time.Since(start); abs(took-2*delay) > 2*time.Millisecond {
+	// A handshake costs a round trip; a busy host may add to one sample
+	// but nothing may take away from it.
+	if took := time.Since(start); took < 2*delay-time.Millisecond || took > 2*delay+50*time.Millisecond {
 		t.Errorf("dial took %v, want one round trip %v", took, 2*delay)
 	}
-	if rt := roundTrip(t, c); abs(rt-2*delay) > 2*time.Millisecond {
+	if rt := measureRTT(t, c, 7); rt < 2*delay-time.Millisecond || rt > 2*delay+50*time.Millisecond {
 		t.Errorf("RTT %v, want %v", rt, 2*delay)
 	}
 	if _, err := d.DialContext(context.Background(), "tcp", "127.0.0.1:1"); err == nil {

@@ -278,14 +278,15 @@ func (l *Link) state() linkState {
 	}
 }
 
-// schedule books a chunk of n bytes read at now and returns when it was
-// sent (after its turn at the bandwidth limit), when it arrives, and
-// whether a loss was drawn for it.
-func (l *Link) schedule(now time.Time, n int, prev time.Time) (sent, arrive time.Time, lost bool) {
+// schedule books a chunk of n bytes that reached the link at now and
+// returns when it was sent (after its turn at the bandwidth limit), when it
+// arrives, and whether a loss was drawn for it. backlogged says the sender
+// had more bytes waiting behind these.
+func (l *Link) schedule(now time.Time, n int, backlogged bool, prev time.Time) (sent, arrive time.Time, lost bool) {
 	rtt := l.rev.Config().Delay // read first: never hold two links' locks
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	sent = l.mu.shaper.admit(now, n)
+	sent = l.mu.shaper.admit(now, n, backlogged)
 	arrive, lost = l.mu.shaper.arrival(sent, n, prev, l.mu.shaper.cfg.Delay+rtt)
 	return sent, arrive, lost
 }

@@ -132,13 +132,16 @@ func (p *pipe) read() {
 	var w waiter
 	var prev time.Time // arrival of the previous chunk: no overtaking
 	buf := make([]byte, maxChunk)
+	src := newStampedReader(p.src)
 	for {
-		n, err := p.src.Read(buf[:p.shape.chunkSize()])
-		now := time.Now()
+		want := p.shape.chunkSize()
+		n, now, err := src.read(buf[:want])
 		if n > 0 {
 			data := make([]byte, n)
 			copy(data, buf[:n])
-			sent, arrive, lost := p.shape.schedule(now, n, prev)
+			// A full read means the sender has more waiting: the link
+			// was busy all along, however late this goroutine ran.
+			sent, arrive, lost := p.shape.schedule(now, n, n == want, prev)
 			prev = arrive
 			p.shape.m.sent.Add(float64(n))
 			if lost {
@@ -152,7 +155,7 @@ func (p *pipe) read() {
 			// Read no more until the bandwidth limit has sent this chunk:
 			// the sender's own buffers fill and push back, as they would
 			// behind a slow link.
-			if sent.After(now) && !w.coarse(sent, p.c.done) {
+			if !w.coarse(sent, p.c.done) {
 				return
 			}
 		}
@@ -162,7 +165,7 @@ func (p *pipe) read() {
 				end = endAbort
 			}
 			// The FIN or reset travels like data, behind the bytes before it.
-			sent, arrive, _ := p.shape.schedule(now, 0, prev)
+			sent, arrive, _ := p.shape.schedule(now, 0, false, prev)
 			p.q.push(chunk{sent: sent, arrive: arrive, end: end})
 			return
 		}

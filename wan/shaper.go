@@ -21,6 +21,9 @@ const (
 	// an idle link accepts this much at once, and a reader that wakes late
 	// catches up instead of losing rate.
 	burstWindow = 5 * time.Millisecond
+	// backlogWindow bounds how far a backlogged sender's bytes may be
+	// dated back to keep the link's rate when the reader ran late.
+	backlogWindow = 100 * time.Millisecond
 	// tlpFloor is Linux's lower bound on the tail loss probe timeout.
 	tlpFloor = 10 * time.Millisecond
 )
@@ -49,16 +52,24 @@ type shaper struct {
 // admit books n bytes offered at now on the bandwidth limit and returns the
 // time the last of them has been sent. Booking by virtual time rather than
 // by sleeping per chunk keeps the long-run rate exact even though the
-// caller's timers wake late: a late caller finds tokens saved up (at most
-// burstWindow's worth) and its bytes are dated as if it had been on time.
-func (s *shaper) admit(now time.Time, n int) time.Time {
+// caller's timers wake late: bytes are dated as if the caller had been on
+// time. How far back that may reach depends on why the link had nothing
+// to send. If the sender was idle, the bucket has saved up at most
+// burstWindow of tokens, as any token bucket. If the sender was backlogged
+// (it had bytes waiting, so only this reader's wake-up was late, typically
+// on a busy host), the link was never idle, and the bytes continue right
+// after the previous ones, up to backlogWindow back.
+func (s *shaper) admit(now time.Time, n int, backlogged bool) time.Time {
 	bw := s.cfg.Bandwidth
 	if bw <= 0 {
 		return now
 	}
-	burst := max(burstWindow, bw.transmit(maxChunk))
+	window := max(burstWindow, bw.transmit(maxChunk))
+	if backlogged {
+		window = max(window, backlogWindow)
+	}
 	start := s.txFree
-	if floor := now.Add(-burst); start.Before(floor) {
+	if floor := now.Add(-window); start.Before(floor) {
 		start = floor
 	}
 	done := start.Add(bw.transmit(n))
