@@ -35,7 +35,11 @@ type Core struct {
 	originT []HLC
 	stable  map[string]HLC // published stable time per predicate
 
-	rowVer     uint64 // bumped at every change of this site's own row
+	rowVer uint64 // bumped at every change of this site's own row
+	// changes logs own-row changes in rowVer order, so that an Acks delta
+	// costs what changed, not every stream: a peer's delta is the tail
+	// after its ackSentVer. Trimmed once every peer was sent it.
+	changes    []change
 	dirtyCells []cellRef
 	timeDirty  bool
 
@@ -55,6 +59,11 @@ type Core struct {
 type cellRef struct {
 	s     *stream
 	level int
+}
+
+type change struct {
+	cellRef
+	ver uint64
 }
 
 type pred struct {
@@ -259,6 +268,7 @@ func (c *Core) setOwn(s *stream, level int, seq uint64, hlc HLC) {
 	s.acks[i], s.hlcs[i] = seq, hlc
 	c.rowVer++
 	s.cellVer[level] = c.rowVer
+	c.changes = append(c.changes, change{cellRef{s, level}, c.rowVer})
 	s.dirty = true
 	c.timeDirty = true
 	if !s.queued[level] {

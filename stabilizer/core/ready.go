@@ -1,6 +1,11 @@
 package core
 
-import "github.com/stabilizer/stabilizer/frontier"
+import (
+	"cmp"
+	"slices"
+
+	"github.com/stabilizer/stabilizer/frontier"
+)
 
 // Ready is what the core asks its driver to do. Handle the fields in this
 // order, then call Advance:
@@ -157,6 +162,8 @@ func (c *Core) Ready() Ready {
 		c.dataMessages(&rd, p)
 	}
 
+	c.trimChanges()
+
 	// 5. Deliveries.
 	for _, s := range c.list {
 		if !c.deliverable(s) {
@@ -197,13 +204,25 @@ func (c *Core) ctrlMessage(rd *Ready, p *peer, hb, full bool) {
 			}
 		}
 	}
-	for _, s := range c.list {
-		for l := 0; l < c.nlevels; l++ {
-			i := l*c.n + c.self
-			if s.acks[i] == 0 || (!full && s.cellVer[l] <= p.ackSentVer) {
-				continue
+	cell := func(s *stream, l int) AckCell {
+		i := l*c.n + c.self
+		return AckCell{Stream: s.id, Site: c.cfg.Site, Level: l, Seq: s.acks[i], HLC: s.hlcs[i]}
+	}
+	if full {
+		for _, s := range c.list {
+			for l := 0; l < c.nlevels; l++ {
+				if s.acks[l*c.n+c.self] != 0 {
+					m.Cells = append(m.Cells, cell(s, l))
+				}
 			}
-			m.Cells = append(m.Cells, AckCell{Stream: s.id, Site: c.cfg.Site, Level: l, Seq: s.acks[i], HLC: s.hlcs[i]})
+		}
+	} else {
+		i, _ := slices.BinarySearchFunc(c.changes, p.ackSentVer+1, func(ch change, v uint64) int { return cmp.Compare(ch.ver, v) })
+		for _, ch := range c.changes[i:] {
+			// A cell changed again later is sent at its latest change.
+			if ch.s.cellVer[ch.level] == ch.ver {
+				m.Cells = append(m.Cells, cell(ch.s, ch.level))
+			}
 		}
 	}
 	p.ackSentVer = c.rowVer
@@ -211,6 +230,28 @@ func (c *Core) ctrlMessage(rd *Ready, p *peer, hb, full bool) {
 	p.sentCtrl = true
 	p.needFull = false
 	rd.Messages = append(rd.Messages, m)
+}
+
+// trimChanges forgets changes every peer was sent. Every peer is sent
+// deltas, connected or not, so the log stays as short as AckInterval
+// allows.
+func (c *Core) trimChanges() {
+	low := c.rowVer
+	for _, p := range c.peers {
+		if p != nil {
+			low = min(low, p.ackSentVer)
+		}
+	}
+	k := 0
+	for k < len(c.changes) && c.changes[k].ver <= low {
+		k++
+	}
+	if k > 0 {
+		c.changes = c.changes[k:]
+		if len(c.changes) < cap(c.changes)/4 {
+			c.changes = append([]change(nil), c.changes...)
+		}
+	}
 }
 
 // dataMessages sends what p lacks of our persisted entries, in batches of at
