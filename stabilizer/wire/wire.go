@@ -23,6 +23,7 @@ func Append(dst []byte, m *core.Message) []byte {
 	dst = appendString(dst, m.To)
 	dst = binary.AppendUvarint(dst, m.Session)
 	dst = binary.AppendUvarint(dst, uint64(m.Version))
+	dst = binary.AppendUvarint(dst, m.Schema)
 	dst = binary.AppendUvarint(dst, uint64(len(m.Entries)))
 	for i := range m.Entries {
 		e := &m.Entries[i]
@@ -86,6 +87,7 @@ func Decode(b []byte) (core.Message, error) {
 	m.To = d.string()
 	m.Session = d.uvarint()
 	m.Version = d.uint32()
+	m.Schema = d.uvarint()
 	if n := d.count(8); n > 0 {
 		m.Entries = make([]core.Entry, n)
 		for i := range m.Entries {

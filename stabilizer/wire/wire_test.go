@@ -11,7 +11,7 @@ import (
 func sample() core.Message {
 	s := core.StreamID{Origin: "us-east-1", Name: "kv"}
 	return core.Message{
-		Type: core.MsgData, From: "us-east-1", To: "eu-west-1", Session: 1 << 60, Version: core.ProtocolVersion,
+		Type: core.MsgData, From: "us-east-1", To: "eu-west-1", Session: 1 << 60, Version: core.ProtocolVersion, Schema: 0xfeedface,
 		Entries: []core.Entry{
 			{Stream: s, Seq: 1, HLC: core.HLC{Wall: 1700000000000000000, Logical: 3}, Payload: []byte("job/7 running")},
 			{Stream: s, Seq: 2, HLC: core.HLC{Wall: -5, Logical: 0}, Payload: []byte{}},
@@ -32,6 +32,19 @@ func TestRoundTrip(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, m) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", got, m)
+		}
+	}
+}
+
+// TestCoversEveryField fails when core.Message gains a field: the sample
+// (and the encoding) must then be extended, or the field would silently
+// not travel.
+func TestCoversEveryField(t *testing.T) {
+	m := sample()
+	v := reflect.ValueOf(m)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Errorf("sample leaves core.Message.%s unset: encode it and set it here", v.Type().Field(i).Name)
 		}
 	}
 }

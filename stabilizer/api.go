@@ -1,0 +1,313 @@
+package stabilizer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stabilizer/stabilizer/frontier"
+	"github.com/stabilizer/stabilizer/stabilizer/core"
+)
+
+// Appended is where Append put a message.
+type Appended struct {
+	Stream core.StreamID
+	Seq    uint64
+	HLC    core.HLC
+}
+
+// Append adds payload to this site's stream and returns its seq and HLC at
+// once; the message becomes durable and is sent to every other site in the
+// background. Wait for a predicate with WaitFor. The caller must not change
+// payload afterwards.
+func (n *Node) Append(ctx context.Context, stream string, payload []byte) (Appended, error) {
+	var res Appended
+	var err error
+	derr := n.do(ctx, func() {
+		var seq uint64
+		var h core.HLC
+		seq, h, err = n.core.Append(stream, payload)
+		res = Appended{Stream: core.StreamID{Origin: n.cfg.Site, Name: stream}, Seq: seq, HLC: h}
+	})
+	if derr != nil {
+		return Appended{}, fmt.Errorf("stabilizer: append to %q: %w", stream, derr)
+	}
+	if err != nil {
+		return Appended{}, err
+	}
+	n.m.appends.Inc()
+	return res, nil
+}
+
+// Predicate resolves a predicate given by name or as source: the name under
+// which the core evaluates it. Inline sources are registered with the core
+// on first use under the name "=" + source.
+func (n *Node) Predicate(ctx context.Context, nameOrSource string) (string, error) {
+	if n.isNamed(ctx, nameOrSource) {
+		return nameOrSource, nil
+	}
+	if _, err := frontier.Compile(nameOrSource, n.cfg.Schema); err != nil {
+		var fe *frontier.Error
+		if errors.As(err, &fe) && !strings.ContainsAny(nameOrSource, "()") {
+			return "", fmt.Errorf("%w %q (known: %s)", ErrUnknownPredicate, nameOrSource, strings.Join(n.PredicateNames(ctx), ", "))
+		}
+		return "", fmt.Errorf("stabilizer: predicate %q: %w", nameOrSource, err)
+	}
+	name := "=" + nameOrSource
+	n.mu.Lock()
+	known := n.mu.inline[name]
+	n.mu.Unlock()
+	if known {
+		return name, nil
+	}
+	var err error
+	if derr := n.do(ctx, func() { _, err = n.core.SetPredicate(name, nameOrSource) }); derr != nil {
+		return "", derr
+	}
+	if err != nil {
+		return "", err
+	}
+	n.mu.Lock()
+	n.mu.inline[name] = true
+	n.mu.Unlock()
+	return name, nil
+}
+
+func (n *Node) isNamed(ctx context.Context, name string) bool {
+	return slices.Contains(n.PredicateNames(ctx), name)
+}
+
+// PredicateNames lists the named predicates, built-in first; inline ones
+// are left out.
+func (n *Node) PredicateNames(ctx context.Context) []string {
+	var out []string
+	for _, d := range n.Predicates(ctx) {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+// Predicates lists the named predicates with their sources and versions,
+// built-ins first.
+func (n *Node) Predicates(ctx context.Context) []core.PredicateDef {
+	var defs []core.PredicateDef
+	_ = n.do(ctx, func() { defs = n.core.Predicates() })
+	out := make([]core.PredicateDef, 0, len(defs)+5)
+	for _, name := range frontier.BuiltinNames() {
+		out = append(out, core.PredicateDef{Name: name, Source: frontier.Builtins[name], Version: 1})
+	}
+	for _, d := range defs {
+		if !strings.HasPrefix(d.Name, "=") && frontier.Builtins[d.Name] == "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// SetPredicate defines or changes a named predicate while data flows and
+// returns its new version. What earlier versions released stays released.
+func (n *Node) SetPredicate(ctx context.Context, name, src string) (uint64, error) {
+	if name == "" || strings.HasPrefix(name, "=") {
+		return 0, fmt.Errorf("stabilizer: set predicate: bad name %q", name)
+	}
+	var v uint64
+	var err error
+	if derr := n.do(ctx, func() { v, err = n.core.SetPredicate(name, src) }); derr != nil {
+		return 0, derr
+	}
+	return v, err
+}
+
+// Frontier returns the frontier of a predicate (name or source) on a
+// stream, as last published.
+func (n *Node) Frontier(ctx context.Context, id core.StreamID, predicate string) (core.FrontierState, error) {
+	name, err := n.Predicate(ctx, predicate)
+	if err != nil {
+		return core.FrontierState{}, err
+	}
+	f := n.pub.frontier(fkey{id, name})
+	f.Predicate = predicate
+	return f, nil
+}
+
+// StableTime returns the global stable time under a predicate: every
+// message from any origin with an HLC at or below it is behind its origin's
+// frontier.
+func (n *Node) StableTime(ctx context.Context, predicate string) (core.HLC, error) {
+	name, err := n.Predicate(ctx, predicate)
+	if err != nil {
+		return core.HLC{}, err
+	}
+	return n.pub.stableTime(name), nil
+}
+
+// WaitError is returned by WaitFor when ctx ends first. It says what was
+// awaited and how far it got.
+type WaitError struct {
+	Predicate string
+	Stream    core.StreamID
+	Seq       uint64
+	Frontier  uint64
+	Waited    time.Duration
+	Acks      string // the levels the predicate reads, per site
+	Err       error  // ctx.Err()
+}
+
+func (e *WaitError) Error() string {
+	s := fmt.Sprintf("timeout after %s waiting for %q on %s seq %d: frontier %d",
+		e.Waited.Round(time.Millisecond), e.Predicate, e.Stream, e.Seq, e.Frontier)
+	if e.Acks != "" {
+		s += " (" + e.Acks + ")"
+	}
+	return s
+}
+
+func (e *WaitError) Unwrap() error { return e.Err }
+
+// WaitFor blocks until the frontier of predicate (a name or source) on the
+// stream covers seq.
+func (n *Node) WaitFor(ctx context.Context, id core.StreamID, predicate string, seq uint64) error {
+	start := time.Now()
+	name, err := n.Predicate(ctx, predicate)
+	if err != nil {
+		return err
+	}
+	k := fkey{id, name}
+	ch, w := n.pub.wait(k, seq)
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		n.m.waitSeconds.WithLabelValues(predicateLabel(predicate)).Observe(time.Since(start).Seconds())
+		return nil
+	case <-n.done:
+		n.pub.cancel(k, w)
+		return ErrStopped
+	case <-ctx.Done():
+		n.pub.cancel(k, w)
+		return n.waitError(id, predicate, name, seq, time.Since(start), ctx.Err())
+	}
+}
+
+func predicateLabel(p string) string {
+	if frontier.Builtins[p] != "" || !strings.ContainsAny(p, "()") {
+		return p
+	}
+	return "inline"
+}
+
+func (n *Node) waitError(id core.StreamID, predicate, name string, seq uint64, waited time.Duration, cause error) error {
+	e := &WaitError{Predicate: predicate, Stream: id, Seq: seq, Waited: waited, Err: cause,
+		Frontier: n.pub.frontier(fkey{id, name}).Seq}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	acks, err := n.AckTable(ctx, id)
+	if err != nil {
+		return e
+	}
+	p, err := frontier.Compile(strings.TrimPrefix(name, "="), n.cfg.Schema)
+	if err != nil {
+		for _, d := range n.Predicates(ctx) {
+			if d.Name == name {
+				p, _ = frontier.Compile(d.Source, n.cfg.Schema)
+			}
+		}
+	}
+	var parts []string
+	sites := n.cfg.Schema.Sites
+	for l, level := range n.cfg.Schema.LevelNames() {
+		if p != nil && !p.ReadsLevel(l) {
+			continue
+		}
+		row := make([]string, len(sites))
+		for i, s := range sites {
+			row[i] = fmt.Sprintf("%s=%d", s, acks[l*len(sites)+i])
+		}
+		parts = append(parts, level+": "+strings.Join(row, " "))
+	}
+	e.Acks = strings.Join(parts, "; ")
+	return e
+}
+
+// AckTable returns a copy of a stream's ack table as this site knows it,
+// flat as frontier.Predicate.Eval takes it.
+func (n *Node) AckTable(ctx context.Context, id core.StreamID) ([]uint64, error) {
+	var acks []uint64
+	var err error
+	if derr := n.do(ctx, func() { acks, err = n.core.Acks(id) }); derr != nil {
+		return nil, derr
+	}
+	return acks, err
+}
+
+// StreamStatus describes one stream at this site.
+type StreamStatus struct {
+	Stream    core.StreamID
+	Head      uint64 // appended (own) or received in order (remote)
+	Persisted uint64
+	Acks      []uint64 // flat, as AckTable
+	Frontiers map[string]core.FrontierState
+}
+
+// Streams describes every stream this site knows, with its ack table and
+// the frontiers of every named predicate.
+func (n *Node) Streams(ctx context.Context) ([]StreamStatus, error) {
+	var out []StreamStatus
+	preds := n.PredicateNames(ctx)
+	err := n.do(ctx, func() {
+		for _, id := range n.core.Streams() {
+			st := StreamStatus{Stream: id, Frontiers: map[string]core.FrontierState{}}
+			st.Head, st.Persisted, _ = n.core.Head(id)
+			st.Acks, _ = n.core.Acks(id)
+			out = append(out, st)
+		}
+	})
+	for i := range out {
+		for _, p := range preds {
+			out[i].Frontiers[p] = n.pub.frontier(fkey{out[i].Stream, p})
+		}
+	}
+	return out, err
+}
+
+// WatchFrontiers returns a Watch of every frontier advance for which keep
+// returns true (nil: all), buffered by buf.
+func (n *Node) WatchFrontiers(buf int, keep func(core.FrontierAdvance) bool) *Watch {
+	c := make(chan core.FrontierAdvance, max(buf, 1))
+	w := &Watch{C: c, c: c, p: &n.pub, filter: keep}
+	n.pub.mu.Lock()
+	defer n.pub.mu.Unlock()
+	if n.pub.closed {
+		w.closeLocked()
+		return w
+	}
+	n.pub.watchers[w] = struct{}{}
+	return w
+}
+
+// Report acknowledges a custom level for a stream up to seq, as an
+// application that verified, downloaded or otherwise handled its messages.
+func (n *Node) Report(ctx context.Context, id core.StreamID, level string, seq uint64) error {
+	var err error
+	if derr := n.do(ctx, func() { err = n.core.Report(id, level, seq) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// Connected lists the peers both of whose connections are up.
+func (n *Node) Connected() map[string]bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := map[string]bool{}
+	for _, s := range n.cfg.Schema.Sites {
+		if s != n.cfg.Site {
+			out[s] = n.mu.planes[s] == bothPlanes
+		}
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package stabilizer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stabilizer/stabilizer/stabilizer/core"
+)
+
+// Applier consumes the messages of the streams of one name, from every
+// origin, in seq order per stream. Apply is called from one goroutine per
+// Applier; when it returns nil the site acks `applied` for the entries. An
+// error is logged and the same entries are offered again after a pause.
+type Applier interface {
+	Apply(ctx context.Context, entries []core.Entry) error
+}
+
+// Positioner is an Applier that keeps its own durable position per stream
+// (atomically with its state); delivery resumes after it on restart.
+type Positioner interface {
+	AppliedPositions() ([]core.Position, error)
+}
+
+// appQueue hands one Applier its entries in order. The core bounds how many
+// entries a stream may have delivered and not applied, which bounds the
+// queue.
+type appQueue struct {
+	name   string
+	app    Applier
+	wake   chan struct{}
+	mu     sync.Mutex
+	queued []core.Entry
+}
+
+// Handle registers the application of stream name. Call before Start.
+func (n *Node) Handle(stream string, app Applier) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.mu.started {
+		return fmt.Errorf("stabilizer: handle %q: register appliers before Start", stream)
+	}
+	if _, ok := n.mu.apps[stream]; ok {
+		return fmt.Errorf("stabilizer: handle %q: an applier is already registered", stream)
+	}
+	n.mu.apps[stream] = &appQueue{name: stream, app: app, wake: make(chan struct{}, 1)}
+	return nil
+}
+
+func (n *Node) appliedPositions() ([]core.Position, error) {
+	var out []core.Position
+	for name, q := range n.mu.apps {
+		p, ok := q.app.(Positioner)
+		if !ok {
+			continue
+		}
+		ps, err := p.AppliedPositions()
+		if err != nil {
+			return nil, fmt.Errorf("stabilizer: applied positions of %q: %w", name, err)
+		}
+		out = append(out, ps...)
+	}
+	return out, nil
+}
+
+func (n *Node) startApps() {
+	for _, q := range n.mu.apps {
+		n.wg.Add(1)
+		go n.runApp(q)
+	}
+}
+
+// deliver runs on the loop: it queues entries for their applications and
+// acks at once those of streams nobody handles.
+func (n *Node) deliver(entries []core.Entry) {
+	for i := 0; i < len(entries); {
+		j := i
+		id := entries[i].Stream
+		for j < len(entries) && entries[j].Stream == id {
+			j++
+		}
+		if q, ok := n.mu.apps[id.Name]; ok {
+			q.mu.Lock()
+			q.queued = append(q.queued, entries[i:j]...)
+			q.mu.Unlock()
+			select {
+			case q.wake <- struct{}{}:
+			default:
+			}
+		} else if err := n.core.Applied(id, entries[j-1].Seq); err != nil {
+			n.log.Warn("ack applied", "stream", id, "error", err)
+		}
+		i = j
+	}
+}
+
+// runApp feeds one application; after each successful Apply it tells the
+// core through the loop.
+func (n *Node) runApp(q *appQueue) {
+	defer n.wg.Done()
+	ctx := n.ctx
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-q.wake:
+		}
+		q.mu.Lock()
+		batch := q.queued
+		q.queued = nil
+		q.mu.Unlock()
+		for len(batch) > 0 {
+			j := 0
+			id := batch[0].Stream
+			for j < len(batch) && batch[j].Stream == id {
+				j++
+			}
+			if !n.applyOne(ctx, q, batch[:j]) {
+				return
+			}
+			batch = batch[j:]
+		}
+	}
+}
+
+func (n *Node) applyOne(ctx context.Context, q *appQueue, ents []core.Entry) bool {
+	for {
+		err := q.app.Apply(ctx, ents)
+		if err == nil {
+			break
+		}
+		n.log.Error("application failed; retrying", "stream", ents[0].Stream, "from", ents[0].Seq, "error", err)
+		select {
+		case <-n.stop:
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	id, last := ents[0].Stream, ents[len(ents)-1].Seq
+	err := n.submit(ctx, func() {
+		if err := n.core.Applied(id, last); err != nil {
+			n.log.Warn("ack applied", "stream", id, "error", err)
+		}
+	})
+	return err == nil
+}

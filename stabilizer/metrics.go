@@ -1,0 +1,90 @@
+package stabilizer
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stabilizer/stabilizer/stabilizer/core"
+)
+
+// metrics of one node. Labels stay low-cardinality: peers, predicates and
+// stream names, never seqs or keys.
+type metrics struct {
+	appends     prometheus.Counter
+	sentBytes   *prometheus.CounterVec
+	sentMsgs    *prometheus.CounterVec
+	recvBytes   *prometheus.CounterVec
+	recvMsgs    *prometheus.CounterVec
+	connected   *prometheus.GaugeVec
+	waitSeconds *prometheus.HistogramVec
+	readies     prometheus.Counter
+	entries     prometheus.Counter
+	advances    *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, site string) (*metrics, error) {
+	constLabels := prometheus.Labels{"site": site}
+	m := &metrics{
+		appends: prometheus.NewCounter(prometheus.CounterOpts{Name: "stabilizer_appends_total",
+			Help: "Messages appended to this site's streams.", ConstLabels: constLabels}),
+		sentBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stabilizer_peer_sent_bytes_total",
+			Help: "Bytes of protocol frames sent, per peer.", ConstLabels: constLabels}, []string{"peer"}),
+		sentMsgs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stabilizer_peer_sent_frames_total",
+			Help: "Protocol frames sent, per peer.", ConstLabels: constLabels}, []string{"peer"}),
+		recvBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stabilizer_peer_received_bytes_total",
+			Help: "Bytes of protocol frames received, per peer.", ConstLabels: constLabels}, []string{"peer"}),
+		recvMsgs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stabilizer_peer_received_frames_total",
+			Help: "Protocol frames received, per peer.", ConstLabels: constLabels}, []string{"peer"}),
+		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "stabilizer_peer_connected",
+			Help: "1 while both connections to the peer are up.", ConstLabels: constLabels}, []string{"peer"}),
+		waitSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "stabilizer_wait_seconds",
+			Help: "Time WaitFor waited for a frontier, per predicate.", ConstLabels: constLabels,
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}, []string{"predicate"}),
+		readies: prometheus.NewCounter(prometheus.CounterOpts{Name: "stabilizer_readies_total",
+			Help: "Ready batches handled by the loop.", ConstLabels: constLabels}),
+		entries: prometheus.NewCounter(prometheus.CounterOpts{Name: "stabilizer_persisted_entries_total",
+			Help: "Stream messages persisted at this site, own and remote.", ConstLabels: constLabels}),
+		advances: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stabilizer_frontier_advances_total",
+			Help: "Frontier advances published, per predicate.", ConstLabels: constLabels}, []string{"predicate"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.appends, m.sentBytes, m.sentMsgs, m.recvBytes, m.recvMsgs,
+		m.connected, m.waitSeconds, m.readies, m.entries, m.advances} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) sent(peer string, n int) {
+	m.sentBytes.WithLabelValues(peer).Add(float64(n))
+	m.sentMsgs.WithLabelValues(peer).Inc()
+}
+
+func (m *metrics) received(peer string, n int) {
+	m.recvBytes.WithLabelValues(peer).Add(float64(n))
+	m.recvMsgs.WithLabelValues(peer).Inc()
+}
+
+func (m *metrics) setConnected(peer string, up bool) {
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.connected.WithLabelValues(peer).Set(v)
+}
+
+func (m *metrics) observeReady(rd *core.Ready) {
+	m.readies.Inc()
+	m.entries.Add(float64(len(rd.Entries)))
+	for _, a := range rd.Frontiers {
+		m.advances.WithLabelValues(predicateLabel(a.Predicate)).Inc()
+	}
+}

@@ -1,0 +1,356 @@
+package stabilizer
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stabilizer/stabilizer/frontier"
+	"github.com/stabilizer/stabilizer/stabilizer/core"
+	"github.com/stabilizer/stabilizer/stabilizer/storage"
+)
+
+// Sentinel errors; returned errors wrap them with the operand named.
+var (
+	// ErrStopped: the node was closed, or failed and stopped.
+	ErrStopped = errors.New("stabilizer: stopped")
+	// ErrNotStarted: an operation that needs the running loop before Start.
+	ErrNotStarted = errors.New("stabilizer: not started")
+	// ErrUnknownPredicate: neither a known name nor a valid predicate.
+	ErrUnknownPredicate = core.ErrUnknownPredicate
+	// ErrUnknownStream: no such stream at this site.
+	ErrUnknownStream = core.ErrUnknownStream
+)
+
+// Config configures a Node. Zero fields take the documented defaults.
+type Config struct {
+	// Site is this site's name; it must be in Schema.Sites. Required.
+	Site string
+	// Schema lists every site, the groups and custom levels. Required.
+	Schema *frontier.Schema
+	// Predicates are configured named predicates (name -> source).
+	Predicates map[string]string
+	// Dir holds the site's pebble database. Required.
+	Dir string
+	// Transport reaches the other sites. Required when there are any.
+	Transport Transport
+	// Logger; default: a null logger.
+	Logger hclog.Logger
+	// Registerer for metrics; default: none registered.
+	Registerer prometheus.Registerer
+	// TickInterval is the core's unit of time: acks are coalesced at most
+	// one tick, heartbeats and resends count ticks. Default 1ms.
+	TickInterval time.Duration
+	// Core tunes the protocol core (batch sizes, in-flight bytes, tick
+	// counts); Site, Schema, Predicates, Storage and Rand are set by the
+	// node.
+	Core core.Config
+	// Now is the physical clock for the HLC. Default time.Now.
+	Now func() time.Time
+}
+
+// Validate reports every bad field.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Site == "" {
+		errs = append(errs, errors.New("stabilizer: config: Site: missing"))
+	}
+	if c.Schema == nil {
+		errs = append(errs, errors.New("stabilizer: config: Schema: missing"))
+	} else if err := c.Schema.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("stabilizer: config: Schema: %w", err))
+	} else if _, ok := c.Schema.SiteIndex(c.Site); !ok && c.Site != "" {
+		errs = append(errs, fmt.Errorf("stabilizer: config: Site: %q is not one of %v", c.Site, c.Schema.Sites))
+	} else if len(c.Schema.Sites) > 1 && c.Transport == nil {
+		errs = append(errs, errors.New("stabilizer: config: Transport: missing (needed to reach the other sites)"))
+	}
+	if c.Dir == "" {
+		errs = append(errs, errors.New("stabilizer: config: Dir: missing"))
+	}
+	if c.TickInterval < 0 {
+		errs = append(errs, fmt.Errorf("stabilizer: config: TickInterval: %v is negative", c.TickInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// Node is one site: the protocol core driven by one goroutine that persists
+// to pebble, sends through the Transport, delivers to applications and
+// publishes frontiers. See the package documentation.
+type Node struct {
+	cfg   Config
+	log   hclog.Logger
+	store *storage.Store
+	core  *core.Core
+	m     *metrics
+
+	inputs chan func()
+	ctrl   chan func() // control-plane input, taken before data
+	ctx    context.Context // canceled by Close, for the node's own calls
+	cancel context.CancelFunc
+	stop   chan struct{}
+	done   chan struct{}
+
+	mu struct {
+		sync.Mutex
+		started bool
+		closed  bool
+		err     error // why the loop stopped, if it failed
+		apps    map[string]*appQueue
+		inline  map[string]bool // inline predicates registered with the core
+		planes  map[string]uint8
+	}
+	wg  sync.WaitGroup
+	pub publisher
+}
+
+// New opens the site's storage. Register applications with Handle, then
+// call Start.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.TickInterval == 0 {
+		cfg.TickInterval = time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m, err := newMetrics(cfg.Registerer, cfg.Site)
+	if err != nil {
+		return nil, err
+	}
+	st, err := storage.Open(storage.Config{Dir: cfg.Dir, Logger: cfg.Logger.Named("storage"), Registerer: cfg.Registerer})
+	if err != nil {
+		return nil, fmt.Errorf("stabilizer: %w", err)
+	}
+	n := &Node{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		store:  st,
+		m:      m,
+		inputs: make(chan func(), 4096),
+		ctrl:   make(chan func(), 1024),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.mu.apps = map[string]*appQueue{}
+	n.mu.inline = map[string]bool{}
+	n.mu.planes = map[string]uint8{}
+	n.pub.init()
+	return n, nil
+}
+
+// Site returns this site's name.
+func (n *Node) Site() string { return n.cfg.Site }
+
+// Schema returns the sites, groups and levels predicates compile against.
+func (n *Node) Schema() *frontier.Schema { return n.cfg.Schema }
+
+// Store is the site's storage, for applications' own state.
+func (n *Node) Store() *storage.Store { return n.store }
+
+// Start restores the core from storage and starts the loop and the
+// transport.
+func (n *Node) Start() error {
+	n.mu.Lock()
+	if n.mu.started || n.mu.closed {
+		n.mu.Unlock()
+		return fmt.Errorf("stabilizer: start: %w", ErrStopped)
+	}
+	n.mu.started = true
+	n.mu.Unlock()
+	state, err := n.restoreState()
+	if err != nil {
+		return err
+	}
+	ccfg := n.cfg.Core
+	ccfg.Site, ccfg.Schema, ccfg.Predicates = n.cfg.Site, n.cfg.Schema, n.cfg.Predicates
+	ccfg.Storage = logReader{n.store}
+	var seed [16]byte
+	_, _ = crand.Read(seed[:])
+	ccfg.Rand = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
+	c, err := core.New(ccfg, state)
+	if err != nil {
+		return fmt.Errorf("stabilizer: %w", err)
+	}
+	n.core = c
+	for _, f := range state.Frontiers {
+		n.pub.seed(f)
+	}
+	for _, s := range state.StableTimes {
+		n.pub.setStable(s)
+	}
+	n.startApps()
+	n.wg.Add(1)
+	go n.loop()
+	if n.cfg.Transport != nil {
+		if err := n.cfg.Transport.Start(handler{n}); err != nil {
+			n.Close()
+			return fmt.Errorf("stabilizer: start transport: %w", err)
+		}
+	}
+	n.log.Info("site started", "site", n.cfg.Site, "streams", len(state.Heads))
+	return nil
+}
+
+// Close stops the transport, the loop and the applications, and closes
+// storage. It is idempotent and returns the error that stopped the node, if
+// one did.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.mu.closed {
+		err := n.mu.err
+		n.mu.Unlock()
+		return err
+	}
+	n.mu.closed = true
+	started := n.mu.started
+	n.mu.Unlock()
+	var errs []error
+	if started && n.cfg.Transport != nil {
+		errs = append(errs, n.cfg.Transport.Close())
+	}
+	close(n.stop)
+	n.cancel()
+	n.wg.Wait()
+	n.pub.close()
+	errs = append(errs, n.store.Close())
+	n.mu.Lock()
+	errs = append([]error{n.mu.err}, errs...)
+	n.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// fail stops the node after an error it cannot continue past (storage).
+func (n *Node) fail(err error) {
+	n.log.Error("site stopping", "error", err)
+	n.mu.Lock()
+	if n.mu.err == nil {
+		n.mu.err = err
+	}
+	n.mu.Unlock()
+	go n.Close()
+}
+
+// do runs f on the loop goroutine, where the core may be touched, and waits
+// for it.
+func (n *Node) do(ctx context.Context, f func()) error {
+	doneCh := make(chan struct{})
+	if err := n.submit(ctx, func() { f(); close(doneCh) }); err != nil {
+		return err
+	}
+	select {
+	case <-doneCh:
+		return nil
+	case <-n.done:
+		return ErrStopped
+	}
+}
+
+func (n *Node) submit(ctx context.Context, f func()) error {
+	return n.submitTo(ctx, n.inputs, f)
+}
+
+func (n *Node) submitTo(ctx context.Context, ch chan func(), f func()) error {
+	n.mu.Lock()
+	started, closed := n.mu.started, n.mu.closed
+	n.mu.Unlock()
+	if closed {
+		return ErrStopped
+	}
+	if !started || n.core == nil {
+		return ErrNotStarted
+	}
+	select {
+	case ch <- f:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.done:
+		return ErrStopped
+	}
+}
+
+// loop is the one goroutine that touches the core.
+func (n *Node) loop() {
+	defer n.wg.Done()
+	defer close(n.done)
+	t := time.NewTicker(n.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.core.Tick(n.cfg.Now().UnixNano())
+		case f := <-n.ctrl:
+			f()
+		case f := <-n.inputs:
+			f()
+		}
+		n.drain()
+		if !n.handleReadies() {
+			return
+		}
+	}
+}
+
+// drain runs what else is waiting, control input first, so that everything
+// that arrived together goes into one Ready (one fsync).
+func (n *Node) drain() {
+	for range 4096 {
+		select {
+		case f := <-n.ctrl:
+			f()
+			continue
+		default:
+		}
+		select {
+		case f := <-n.ctrl:
+			f()
+		case f := <-n.inputs:
+			f()
+		default:
+			return
+		}
+	}
+}
+
+// handleReadies works off every Ready in the order the core prescribes:
+// persist, send, deliver, publish, advance.
+func (n *Node) handleReadies() bool {
+	for n.core.HasReady() {
+		rd := n.core.Ready()
+		if rd.MustSync {
+			if err := n.persist(&rd); err != nil {
+				n.fail(fmt.Errorf("stabilizer: persist: %w", err))
+				return false
+			}
+		}
+		for i := range rd.Messages {
+			n.send(&rd.Messages[i])
+		}
+		if len(rd.Deliver) > 0 {
+			n.deliver(rd.Deliver)
+		}
+		n.pub.publish(rd.Frontiers, rd.StableTimes)
+		n.m.observeReady(&rd)
+		for _, err := range rd.Errors {
+			n.log.Warn("core", "error", err)
+		}
+		n.core.Advance()
+	}
+	return true
+}

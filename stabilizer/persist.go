@@ -1,0 +1,206 @@
+package stabilizer
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/stabilizer/stabilizer/stabilizer/core"
+	"github.com/stabilizer/stabilizer/stabilizer/storage"
+)
+
+// The node's own state besides the log and acks lives in an application
+// namespace of the store: run-time predicates, released frontiers, stable
+// times and the clock, each needed to restart the core where it stopped.
+const nodeNS = "stabilizer"
+
+const (
+	keyPredicate = 'p' // name -> version, source
+	keyFrontier  = 'f' // origin \0 stream \0 predicate -> seq, version, hlc
+	keyStable    = 's' // predicate -> hlc
+	keyClock     = 'c' // -> hlc
+)
+
+// persist writes what a Ready must make durable, in one synced batch.
+func (n *Node) persist(rd *core.Ready) error {
+	var b storage.Batch
+	levels := n.cfg.Schema.LevelNames()
+	for i := 0; i < len(rd.Entries); {
+		j := i
+		id := rd.Entries[i].Stream
+		for j < len(rd.Entries) && rd.Entries[j].Stream == id {
+			j++
+		}
+		msgs := make([]storage.Message, 0, j-i)
+		for _, e := range rd.Entries[i:j] {
+			msgs = append(msgs, toStored(&e))
+		}
+		b.Append(id.Origin, id.Name, msgs...)
+		i = j
+	}
+	for _, a := range rd.Acks {
+		b.SetAck(a.Stream.Origin, a.Stream.Name, levels[a.Level], a.Seq)
+	}
+	for _, p := range rd.Predicates {
+		v := binary.AppendUvarint(nil, p.Version)
+		b.AppSet(nodeNS, append([]byte{keyPredicate}, p.Name...), append(v, p.Source...))
+	}
+	for _, f := range rd.Frontiers {
+		v := binary.AppendUvarint(nil, f.To)
+		v = binary.AppendUvarint(v, f.Version)
+		b.AppSet(nodeNS, frontierKey(f.Stream, f.Predicate), appendHLC(v, f.HLC))
+	}
+	for _, s := range rd.StableTimes {
+		b.AppSet(nodeNS, append([]byte{keyStable}, s.Predicate...), appendHLC(nil, s.Time))
+	}
+	if !rd.Clock.IsZero() {
+		b.AppSet(nodeNS, []byte{keyClock}, appendHLC(nil, rd.Clock))
+	}
+	return n.store.Write(context.Background(), &b)
+}
+
+func frontierKey(id core.StreamID, pred string) []byte {
+	k := append([]byte{keyFrontier}, id.Origin...)
+	k = append(append(k, 0), id.Name...)
+	return append(append(k, 0), pred...)
+}
+
+func appendHLC(b []byte, h core.HLC) []byte {
+	b = binary.AppendVarint(b, h.Wall)
+	return binary.AppendUvarint(b, uint64(h.Logical))
+}
+
+func readHLC(b []byte) (core.HLC, []byte, error) {
+	w, n := binary.Varint(b)
+	if n <= 0 {
+		return core.HLC{}, nil, errors.New("bad hlc")
+	}
+	l, m := binary.Uvarint(b[n:])
+	if m <= 0 {
+		return core.HLC{}, nil, errors.New("bad hlc")
+	}
+	return core.HLC{Wall: w, Logical: uint32(l)}, b[n+m:], nil
+}
+
+// toStored keeps the HLC's wall time in the stored message's HLC field and
+// its logical part in front of the payload, so the entry reads back whole.
+func toStored(e *core.Entry) storage.Message {
+	p := make([]byte, 0, binary.MaxVarintLen32+len(e.Payload))
+	p = binary.AppendUvarint(p, uint64(e.HLC.Logical))
+	return storage.Message{Seq: e.Seq, HLC: uint64(e.HLC.Wall), Payload: append(p, e.Payload...)}
+}
+
+func fromStored(id core.StreamID, m *storage.Message) (core.Entry, error) {
+	l, w := binary.Uvarint(m.Payload)
+	if w <= 0 {
+		return core.Entry{}, fmt.Errorf("stabilizer: corrupt message %s seq %d", id, m.Seq)
+	}
+	return core.Entry{Stream: id, Seq: m.Seq, HLC: core.HLC{Wall: int64(m.HLC), Logical: uint32(l)}, Payload: m.Payload[w:]}, nil
+}
+
+// logReader lets the core read back persisted entries.
+type logReader struct{ st *storage.Store }
+
+func (r logReader) Entries(id core.StreamID, lo, hi uint64, maxBytes int) ([]core.Entry, error) {
+	msgs, err := r.st.ReadRange(id.Origin, id.Name, lo, int(hi-lo+1), maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]core.Entry, 0, len(msgs))
+	for i := range msgs {
+		e, err := fromStored(id, &msgs[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// restoreState rebuilds what the core needs to resume from storage.
+func (n *Node) restoreState() (core.State, error) {
+	var st core.State
+	for _, si := range n.store.Streams() {
+		id := core.StreamID{Origin: si.Origin, Name: si.Stream}
+		if si.Head > 0 {
+			p := core.Position{Stream: id, Seq: si.Head}
+			if ents, err := (logReader{n.store}).Entries(id, si.Head, si.Head, 0); err == nil && len(ents) == 1 {
+				p.HLC = ents[0].HLC
+			}
+			st.Heads = append(st.Heads, p)
+		}
+		for level, seq := range si.Acks {
+			li, ok := n.cfg.Schema.LevelIndex(level)
+			if !ok {
+				n.log.Warn("ignoring ack of a level no longer configured", "stream", id, "level", level)
+				continue
+			}
+			st.Acks = append(st.Acks, core.AckCell{Stream: id, Site: n.cfg.Site, Level: li, Seq: seq})
+		}
+	}
+	err := n.store.AppScan(nodeNS, nil, nil, func(k, v []byte) error {
+		return n.restoreKey(&st, k, v)
+	})
+	if err != nil {
+		return st, fmt.Errorf("stabilizer: restore: %w", err)
+	}
+	st.Applied, err = n.appliedPositions()
+	return st, err
+}
+
+func (n *Node) restoreKey(st *core.State, k, v []byte) error {
+	bad := fmt.Errorf("corrupt node state key %q", k)
+	switch k[0] {
+	case keyPredicate:
+		ver, w := binary.Uvarint(v)
+		if w <= 0 {
+			return bad
+		}
+		st.Predicates = append(st.Predicates, core.PredicateDef{Name: string(k[1:]), Version: ver, Source: string(v[w:])})
+	case keyFrontier:
+		parts := splitZero(k[1:])
+		if len(parts) != 3 {
+			return bad
+		}
+		seq, w1 := binary.Uvarint(v)
+		if w1 <= 0 {
+			return bad
+		}
+		ver, w2 := binary.Uvarint(v[w1:])
+		if w2 <= 0 {
+			return bad
+		}
+		h, _, err := readHLC(v[w1+w2:])
+		if err != nil {
+			return bad
+		}
+		st.Frontiers = append(st.Frontiers, core.FrontierState{
+			Stream: core.StreamID{Origin: parts[0], Name: parts[1]}, Predicate: parts[2], Seq: seq, Version: ver, HLC: h})
+	case keyStable:
+		h, _, err := readHLC(v)
+		if err != nil {
+			return bad
+		}
+		st.StableTimes = append(st.StableTimes, core.StableTime{Predicate: string(k[1:]), Time: h})
+	case keyClock:
+		h, _, err := readHLC(v)
+		if err != nil {
+			return bad
+		}
+		st.Clock = h
+	}
+	return nil
+}
+
+func splitZero(b []byte) []string {
+	var out []string
+	start := 0
+	for i, c := range b {
+		if c == 0 {
+			out = append(out, string(b[start:i]))
+			start = i + 1
+		}
+	}
+	return append(out, string(b[start:]))
+}

@@ -1,0 +1,178 @@
+package stabilizer
+
+import (
+	"sync"
+
+	"github.com/stabilizer/stabilizer/stabilizer/core"
+)
+
+type fkey struct {
+	id   core.StreamID
+	pred string
+}
+
+type waiter struct {
+	seq uint64
+	ch  chan struct{}
+}
+
+// publisher holds the frontiers and stable times the loop published, wakes
+// waiters and feeds watchers. It has its own lock so that reads and waits
+// never go through the loop.
+type publisher struct {
+	mu        sync.Mutex
+	frontiers map[fkey]core.FrontierState
+	waiters   map[fkey][]*waiter
+	stable    map[string]core.HLC
+	watchers  map[*Watch]struct{}
+	closed    bool
+}
+
+func (p *publisher) init() {
+	p.frontiers = map[fkey]core.FrontierState{}
+	p.waiters = map[fkey][]*waiter{}
+	p.stable = map[string]core.HLC{}
+	p.watchers = map[*Watch]struct{}{}
+}
+
+func (p *publisher) seed(f core.FrontierState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frontiers[fkey{f.Stream, f.Predicate}] = f
+}
+
+func (p *publisher) setStable(s core.StableTime) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old := p.stable[s.Predicate]; old.Less(s.Time) {
+		p.stable[s.Predicate] = s.Time
+	}
+}
+
+func (p *publisher) publish(advs []core.FrontierAdvance, stable []core.StableTime) {
+	if len(advs) == 0 && len(stable) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range advs {
+		k := fkey{a.Stream, a.Predicate}
+		p.frontiers[k] = core.FrontierState{Stream: a.Stream, Predicate: a.Predicate, Seq: a.To, Version: a.Version, HLC: a.HLC}
+		ws := p.waiters[k]
+		kept := ws[:0]
+		for _, w := range ws {
+			if w.seq <= a.To {
+				close(w.ch)
+			} else {
+				kept = append(kept, w)
+			}
+		}
+		if len(kept) == 0 {
+			delete(p.waiters, k)
+		} else {
+			p.waiters[k] = kept
+		}
+	}
+	for _, s := range stable {
+		if old := p.stable[s.Predicate]; old.Less(s.Time) {
+			p.stable[s.Predicate] = s.Time
+		}
+	}
+	for w := range p.watchers {
+		w.offer(advs)
+	}
+}
+
+// wait returns a channel closed once the frontier reaches seq, or nil when
+// it already has.
+func (p *publisher) wait(k fkey, seq uint64) (<-chan struct{}, *waiter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frontiers[k].Seq >= seq {
+		return nil, nil
+	}
+	w := &waiter{seq: seq, ch: make(chan struct{})}
+	p.waiters[k] = append(p.waiters[k], w)
+	return w.ch, w
+}
+
+func (p *publisher) cancel(k fkey, w *waiter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ws := p.waiters[k]
+	for i, x := range ws {
+		if x == w {
+			p.waiters[k] = append(ws[:i:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(p.waiters[k]) == 0 {
+		delete(p.waiters, k)
+	}
+}
+
+func (p *publisher) frontier(k fkey) core.FrontierState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, ok := p.frontiers[k]
+	if !ok {
+		f = core.FrontierState{Stream: k.id, Predicate: k.pred}
+	}
+	return f
+}
+
+func (p *publisher) stableTime(pred string) core.HLC {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stable[pred]
+}
+
+func (p *publisher) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for w := range p.watchers {
+		w.closeLocked()
+	}
+	p.watchers = map[*Watch]struct{}{}
+}
+
+// Watch receives frontier advances as they are published. A watcher that
+// falls more than its buffer behind misses advances; Lagged counts them,
+// and Node.Frontier always has the current value.
+type Watch struct {
+	C       <-chan core.FrontierAdvance
+	c       chan core.FrontierAdvance
+	p       *publisher
+	filter  func(core.FrontierAdvance) bool
+	Dropped uint64
+	done    bool
+}
+
+func (w *Watch) offer(advs []core.FrontierAdvance) {
+	for _, a := range advs {
+		if w.filter != nil && !w.filter(a) {
+			continue
+		}
+		select {
+		case w.c <- a:
+		default:
+			w.Dropped++
+		}
+	}
+}
+
+func (w *Watch) closeLocked() {
+	if !w.done {
+		w.done = true
+		close(w.c)
+	}
+}
+
+// Stop ends the watch and closes C.
+func (w *Watch) Stop() {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	delete(w.p.watchers, w)
+	w.closeLocked()
+}
