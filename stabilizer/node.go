@@ -92,7 +92,7 @@ type Node struct {
 	m     *metrics
 
 	inputs chan func()
-	ctrl   chan func() // control-plane input, taken before data
+	ctrl   chan func()     // control-plane input, taken before data
 	ctx    context.Context // canceled by Close, for the node's own calls
 	cancel context.CancelFunc
 	stop   chan struct{}
