@@ -22,7 +22,16 @@ func BenchmarkCoreReplicate3Sites(b *testing.B) {
 	}
 }
 
-func benchReplicate(b *testing.B, size int) {
+// BenchmarkCoreManyStreams measures what idle streams cost: 2000 streams
+// exist, each iteration appends to one of them and runs until `all`
+// covers it.
+func BenchmarkCoreManyStreams(b *testing.B) {
+	benchReplicateStreams(b, 256, 2000)
+}
+
+func benchReplicate(b *testing.B, size int) { benchReplicateStreams(b, size, 1) }
+
+func benchReplicateStreams(b *testing.B, size, streams int) {
 	schema := &frontier.Schema{Sites: []string{"a", "b", "c"}}
 	var cores []*core.Core
 	var stores []*simStore
@@ -85,7 +94,16 @@ func benchReplicate(b *testing.B, size int) {
 	}
 	pump()
 	payload := make([]byte, size)
-	const batch = 512
+	for i := 1; i < streams; i++ {
+		if _, _, err := cores[0].Append(fmt.Sprintf("idle-%d", i), payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pump()
+	batch := 512
+	if streams > 1 {
+		batch = 1
+	}
 	id := core.StreamID{Origin: "a", Name: "s"}
 	b.SetBytes(int64(size))
 	b.ReportAllocs()

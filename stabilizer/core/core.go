@@ -34,6 +34,12 @@ type Core struct {
 	// latest clock persisted through Ready.Clock.
 	originT []HLC
 	stable  map[string]HLC // published stable time per predicate
+	// originDirty marks origins whose streams' frontiers or heartbeat
+	// changed; originTime caches each origin's time per predicate index.
+	originDirty []bool
+	originTime  [][]HLC
+	stableTick  uint64 // tick of the last stable-time computation
+	stableDone  bool
 
 	rowVer uint64 // bumped at every change of this site's own row
 	// changes logs own-row changes in rowVer order, so that an Acks delta
@@ -67,6 +73,7 @@ type change struct {
 }
 
 type pred struct {
+	idx      int // index into stream.rel, in order of definition
 	src      string
 	version  uint64
 	compiled *frontier.Predicate
@@ -91,6 +98,9 @@ func New(cfg Config, st State) (*Core, error) {
 		peers:    make([]*peer, len(cfg.Schema.Sites)),
 		originT:  make([]HLC, len(cfg.Schema.Sites)),
 		byOrigin: make([][]*stream, len(cfg.Schema.Sites)),
+
+		originDirty: make([]bool, len(cfg.Schema.Sites)),
+		originTime:  make([][]HLC, len(cfg.Schema.Sites)),
 	}
 	c.schemaFP = SchemaFingerprint(cfg.Schema)
 	for i, name := range cfg.Schema.Sites {
@@ -125,13 +135,19 @@ func (c *Core) definePredicate(name, src string, version uint64) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := c.preds[name]; !ok {
+	idx := len(c.preds)
+	if old, ok := c.preds[name]; ok {
+		idx = old.idx
+	} else {
 		c.predNames = append(c.predNames, name)
 		slices.Sort(c.predNames)
 	}
-	c.preds[name] = &pred{src: src, version: version, compiled: p}
+	c.preds[name] = &pred{idx: idx, src: src, version: version, compiled: p}
 	for _, s := range c.list {
 		s.dirty = true
+	}
+	for o := range c.originDirty {
+		c.originDirty[o] = true
 	}
 	c.timeDirty = true
 	return nil
@@ -205,11 +221,12 @@ func (c *Core) restore(st State) error {
 		if err != nil {
 			return err
 		}
-		if _, ok := c.preds[f.Predicate]; !ok {
+		p, ok := c.preds[f.Predicate]
+		if !ok {
 			// A predicate no longer configured: its releases are moot.
 			continue
 		}
-		s.rel[f.Predicate] = &release{seq: f.Seq, version: f.Version, hlc: f.HLC}
+		*s.release(p.idx) = release{seq: f.Seq, version: f.Version, hlc: f.HLC}
 	}
 	for _, t := range st.StableTimes {
 		c.stable[t.Predicate] = t.Time
@@ -221,6 +238,9 @@ func (c *Core) restore(st State) error {
 	c.originT[c.self] = st.Clock
 	for _, s := range c.own {
 		s.hbHead = s.head
+	}
+	for o := range c.originDirty {
+		c.originDirty[o] = true
 	}
 	c.timeDirty = true
 	return nil

@@ -23,11 +23,7 @@ func (c *Core) evalFrontiers(rd *Ready) {
 				c.errs = append(c.errs, fmt.Errorf("core: evaluate %q version %d on %s: %w", name, p.version, s.id, err))
 				continue
 			}
-			r := s.rel[name]
-			if r == nil {
-				r = &release{}
-				s.rel[name] = r
-			}
+			r := s.release(p.idx)
 			if v <= r.seq {
 				continue
 			}
@@ -36,20 +32,45 @@ func (c *Core) evalFrontiers(rd *Ready) {
 			r.hlc = c.hlcAt(s, v)
 			adv.HLC = r.hlc
 			rd.Frontiers = append(rd.Frontiers, adv)
+			c.originDirty[s.origin] = true
 			c.timeDirty = true
 		}
 	}
 }
 
+// timeDue reports whether stable times need recomputing: something they
+// depend on changed, and they were not computed yet this tick. Once a tick
+// bounds the work to the number of streams per tick, however many Readies.
+func (c *Core) timeDue() bool {
+	return c.timeDirty && (!c.stableDone || c.tick > c.stableTick)
+}
+
 // evalStableTimes recomputes the global stable time of every predicate when
-// acks, frontiers or heartbeats changed.
+// acks, frontiers or heartbeats changed, at most once per tick, and only
+// over the origins whose streams changed.
 func (c *Core) evalStableTimes(rd *Ready) {
-	if !c.timeDirty {
+	if !c.timeDue() {
 		return
 	}
 	c.timeDirty = false
+	c.stableTick, c.stableDone = c.tick, true
+	for o := range c.n {
+		if !c.originDirty[o] {
+			continue
+		}
+		c.originDirty[o] = false
+		c.originTime[o] = c.originTimes(o, c.originTime[o][:0])
+	}
 	for _, name := range c.predNames {
-		t := c.stableTime(name)
+		idx := c.preds[name].idx
+		var t HLC
+		for o := range c.n {
+			if ot := c.originTime[o][idx]; o == 0 || ot.Less(t) {
+				t = ot
+			}
+		}
+		// A stream learnt of late may bound the time lower than an
+		// earlier answer; that answer stays true, so never report less.
 		if old := c.stable[name]; old.Less(t) {
 			c.stable[name] = t
 			rd.StableTimes = append(rd.StableTimes, StableTime{Predicate: name, Time: t})
@@ -57,33 +78,25 @@ func (c *Core) evalStableTimes(rd *Ready) {
 	}
 }
 
-// stableTime is the minimum over origins of the time up to which each
-// origin's messages are all behind the predicate's frontiers. An origin's
+// originTimes computes, per predicate index, the time up to which every
+// message of origin o is behind the predicate's frontiers. The origin's
 // latest heartbeat T bounds it: the origin stamps every later message above
 // T, but it may have begun streams this site has not heard of yet, whose
 // first messages lie just above T. Below T, a stream whose frontier f has
 // not reached its head at the heartbeat bounds it by the time of message f.
-func (c *Core) stableTime(name string) HLC {
-	var res HLC
-	for o := 0; o < c.n; o++ {
-		t := c.originT[o]
-		for _, s := range c.byOrigin[o] {
-			var f uint64
-			var ts HLC
-			if r := s.rel[name]; r != nil {
-				f, ts = r.seq, r.hlc
+func (c *Core) originTimes(o int, ts []HLC) []HLC {
+	for range c.preds {
+		ts = append(ts, c.originT[o])
+	}
+	for _, s := range c.byOrigin[o] {
+		for i := range ts {
+			r := s.released(i)
+			if r.seq < s.hbHead && r.hlc.Less(ts[i]) {
+				ts[i] = r.hlc
 			}
-			if f < s.hbHead && ts.Less(t) {
-				t = ts
-			}
-		}
-		if o == 0 || t.Less(res) {
-			res = t
 		}
 	}
-	// A stream learnt of late may bound the time lower than an earlier
-	// answer; that answer stays true, so never report less.
-	return maxHLC(res, c.stable[name])
+	return ts
 }
 
 // Frontier returns the frontier of predicate name on stream as of the last
@@ -96,11 +109,8 @@ func (c *Core) Frontier(id StreamID, name string) (FrontierState, error) {
 	if !ok {
 		return FrontierState{}, fmt.Errorf("core: frontier %s: %w", id, ErrUnknownStream)
 	}
-	fs := FrontierState{Stream: id, Predicate: name}
-	if r := s.rel[name]; r != nil {
-		fs.Seq, fs.Version, fs.HLC = r.seq, r.version, r.hlc
-	}
-	return fs, nil
+	r := s.released(c.preds[name].idx)
+	return FrontierState{Stream: id, Predicate: name, Seq: r.seq, Version: r.version, HLC: r.hlc}, nil
 }
 
 // StableTime returns the global stable time under predicate name as of the

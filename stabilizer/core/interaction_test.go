@@ -353,6 +353,13 @@ func (c *ddCluster) printReady(site string, rd core.Ready) {
 		}
 		c.printf("  frontiers %s\n", strings.Join(b, ", "))
 	}
+	if len(rd.StableTimes) > 0 {
+		var b []string
+		for _, st := range rd.StableTimes {
+			b = append(b, fmt.Sprintf("%s=%s", st.Predicate, fmtHLC(st.Time)))
+		}
+		c.printf("  stable times %s\n", strings.Join(b, " "))
+	}
 	for _, m := range rd.Messages {
 		c.printf("  send %s\n", fmtMsg(c.schema, m))
 	}

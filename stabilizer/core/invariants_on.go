@@ -42,9 +42,10 @@ func (c *Core) assertInvariants() {
 				panic(fmt.Sprintf("core: invariant: %s own ack level %d = %d above head %d", s.id, l, s.acks[l*c.n+own], s.head))
 			}
 		}
-		for name, r := range s.rel {
-			if p := c.preds[name]; p == nil || r.version > p.version {
-				panic(fmt.Sprintf("core: invariant: %s release of %q by version %d beyond the predicate's", s.id, name, r.version))
+		for _, name := range c.predNames {
+			p := c.preds[name]
+			if r := s.released(p.idx); r.version > p.version {
+				panic(fmt.Sprintf("core: invariant: %s release of %q by version %d beyond the predicate's %d", s.id, name, r.version, p.version))
 			}
 		}
 	}

@@ -266,6 +266,7 @@ func (c *Core) stepAcks(p *peer, m Message) error {
 			s.hbHead = m.Heads[i].Seq
 		}
 		c.observe(m.Clock)
+		c.originDirty[p.idx] = true
 		c.timeDirty = true
 	}
 	return err

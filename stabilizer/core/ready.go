@@ -63,7 +63,7 @@ func (c *Core) HasReady() bool {
 	if len(c.pendingMsgs) > 0 || len(c.dirtyCells) > 0 || len(c.pendingDefs) > 0 || len(c.errs) > 0 {
 		return true
 	}
-	if c.timeDirty || c.tick >= c.nextHB || c.tick >= c.nextFull {
+	if c.timeDue() || c.tick >= c.nextHB || c.tick >= c.nextFull {
 		return true
 	}
 	for _, s := range c.list {
@@ -317,6 +317,7 @@ func (c *Core) Advance() {
 		for i, h := range c.readyHeads {
 			c.own[i].hbHead = h
 		}
+		c.originDirty[c.self] = true
 		c.timeDirty = true
 	}
 	for _, s := range c.list {

@@ -42,8 +42,8 @@ type stream struct {
 	// hbHead is the stream's head at its origin's latest clock heartbeat.
 	hbHead uint64
 
-	rel   map[string]*release // per predicate name
-	dirty bool                // acks changed since frontiers were evaluated
+	rel   []release // by predicate index (pred.idx), grown on demand
+	dirty bool      // acks changed since frontiers were evaluated
 
 	// resyncSession/resyncHead remember the last resend request sent for
 	// this stream, so that a burst of out-of-order data asks only once.
@@ -54,6 +54,22 @@ type stream struct {
 type hlcAt struct {
 	seq uint64
 	hlc HLC
+}
+
+// rel returns the release of predicate index i, growing the slice.
+func (s *stream) release(i int) *release {
+	if i >= len(s.rel) {
+		s.rel = append(s.rel, make([]release, i+1-len(s.rel))...)
+	}
+	return &s.rel[i]
+}
+
+// released returns the release of predicate index i, zero if none.
+func (s *stream) released(i int) release {
+	if i < len(s.rel) {
+		return s.rel[i]
+	}
+	return release{}
 }
 
 // release is a released frontier: seq, the predicate version that released
@@ -73,9 +89,9 @@ func (c *Core) newStream(id StreamID, origin int) *stream {
 		hlcs:    make([]HLC, c.nlevels*c.n),
 		cellVer: make([]uint64, c.nlevels),
 		queued:  make([]bool, c.nlevels),
-		rel:     make(map[string]*release),
 		dirty:   true,
 	}
+	c.originDirty[origin] = true
 	if s.own {
 		s.next = make([]uint64, c.n)
 		for _, p := range c.peers {
@@ -218,7 +234,7 @@ func (c *Core) hlcAt(s *stream, f uint64) HLC {
 		}
 	}
 	for _, r := range s.rel {
-		if r.seq <= f {
+		if r.seq > 0 && r.seq <= f {
 			best = maxHLC(best, r.hlc)
 		}
 	}
