@@ -279,16 +279,17 @@ func (l *Link) state() linkState {
 }
 
 // schedule books a chunk of n bytes that reached the link at now and
-// returns when it was sent (after its turn at the bandwidth limit), when it
-// arrives, and whether a loss was drawn for it. backlogged says the sender
-// had more bytes waiting behind these.
-func (l *Link) schedule(now time.Time, n int, backlogged bool, prev time.Time) (sent, arrive time.Time, lost bool) {
+// returns when it was sent (after its turn at the bandwidth limit; done is
+// the same on the link's virtual clock), when it arrives, and whether a
+// loss was drawn for it. backlogSince is the previous chunk's done if the
+// sender has had bytes waiting ever since, else zero (see shaper.admit).
+func (l *Link) schedule(now time.Time, n int, backlogSince, prev time.Time) (sent, done, arrive time.Time, lost bool) {
 	rtt := l.rev.Config().Delay // read first: never hold two links' locks
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	sent = l.mu.shaper.admit(now, n, backlogged)
+	sent, done = l.mu.shaper.admit(now, n, backlogSince)
 	arrive, lost = l.mu.shaper.arrival(sent, n, prev, l.mu.shaper.cfg.Delay+rtt)
-	return sent, arrive, lost
+	return sent, done, arrive, lost
 }
 
 // chunkSize is how much to read at once for this link's current rate.

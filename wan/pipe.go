@@ -130,7 +130,8 @@ func newPipe(c *conn, shape *Link, src, dst *net.TCPConn, maxHeld int) *pipe {
 // read runs until src ends or the connection is aborted.
 func (p *pipe) read() {
 	var w waiter
-	var prev time.Time // arrival of the previous chunk: no overtaking
+	var prev time.Time     // arrival of the previous chunk: no overtaking
+	var prevDone time.Time // when the previous chunk was sent, on the link's clock
 	buf := make([]byte, maxChunk)
 	src := newStampedReader(p.src)
 	for {
@@ -139,10 +140,15 @@ func (p *pipe) read() {
 		if n > 0 {
 			data := make([]byte, n)
 			copy(data, buf[:n])
-			// A full read means the sender has more waiting: the link
-			// was busy all along, however late this goroutine ran.
-			sent, arrive, lost := p.shape.schedule(now, n, n == want, prev)
-			prev = arrive
+			// A full read means the sender had more waiting: it has been
+			// sending since its previous chunk, however late this
+			// goroutine ran.
+			var backlogSince time.Time
+			if n == want {
+				backlogSince = prevDone
+			}
+			sent, done, arrive, lost := p.shape.schedule(now, n, backlogSince, prev)
+			prev, prevDone = arrive, done
 			p.shape.m.sent.Add(float64(n))
 			if lost {
 				p.shape.m.lost.Inc()
@@ -165,7 +171,7 @@ func (p *pipe) read() {
 				end = endAbort
 			}
 			// The FIN or reset travels like data, behind the bytes before it.
-			sent, arrive, _ := p.shape.schedule(now, 0, false, prev)
+			sent, _, arrive, _ := p.shape.schedule(now, 0, time.Time{}, prev)
 			p.q.push(chunk{sent: sent, arrive: arrive, end: end})
 			return
 		}

@@ -50,34 +50,38 @@ type shaper struct {
 }
 
 // admit books n bytes offered at now on the bandwidth limit and returns the
-// time the last of them has been sent. Booking by virtual time rather than
+// time the last of them has been sent: done on the link's virtual clock,
+// and sent, the same but never before now. Booking by virtual time rather than
 // by sleeping per chunk keeps the long-run rate exact even though the
 // caller's timers wake late: bytes are dated as if the caller had been on
 // time. How far back that may reach depends on why the link had nothing
 // to send. If the sender was idle, the bucket has saved up at most
 // burstWindow of tokens, as any token bucket. If the sender was backlogged
-// (it had bytes waiting, so only this reader's wake-up was late, typically
-// on a busy host), the link was never idle, and the bytes continue right
-// after the previous ones, up to backlogWindow back.
-func (s *shaper) admit(now time.Time, n int, backlogged bool) time.Time {
+// since its previous chunk was done at backlogSince (its read filled the
+// buffer: only the reader's wake-up was late, typically on a busy host),
+// the link was never idle for it, and the bytes may continue from then, up
+// to backlogWindow back. backlogSince is zero for a sender that was not
+// backlogged or has sent nothing yet.
+func (s *shaper) admit(now time.Time, n int, backlogSince time.Time) (sent, done time.Time) {
 	bw := s.cfg.Bandwidth
 	if bw <= 0 {
-		return now
+		return now, now
 	}
-	window := max(burstWindow, bw.transmit(maxChunk))
-	if backlogged {
-		window = max(window, backlogWindow)
+	floor := now.Add(-max(burstWindow, bw.transmit(bw.chunkSize())))
+	if !backlogSince.IsZero() && backlogSince.Before(floor) {
+		floor = latest(backlogSince, now.Add(-backlogWindow))
 	}
-	start := s.txFree
-	if floor := now.Add(-window); start.Before(floor) {
-		start = floor
-	}
-	done := start.Add(bw.transmit(n))
+	start := latest(s.txFree, floor)
+	done = start.Add(bw.transmit(n))
 	s.txFree = done
-	if done.Before(now) {
-		return now
+	return latest(done, now), done
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
-	return done
+	return b
 }
 
 // arrival returns when n bytes sent at sent reach the far end, and whether

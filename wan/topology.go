@@ -175,7 +175,7 @@ func (f *topologyFile) resolve(name string) (*Topology, []error) {
 	if f.Bandwidth < 0 {
 		bad("bandwidth: must not be negative")
 	}
-	if !finite(f.JitterMs) || f.JitterMs < 0 {
+	if !finite(f.JitterMs) || f.JitterMs < 0 || f.JitterMs > maxMs {
 		bad("jitter_ms: %v must be zero or positive", f.JitterMs)
 	}
 	if !finite(f.Loss) || f.Loss < 0 || f.Loss >= 1 {
@@ -198,8 +198,8 @@ func (f *topologyFile) resolve(name string) (*Topology, []error) {
 				bad("%s: a site has no link to itself", field)
 				continue
 			}
-			if !finite(v) || v <= 0 {
-				bad("%s: %v must be a positive number of milliseconds", field, v)
+			if !finite(v) || v <= 0 || v > maxMs {
+				bad("%s: %v must be a positive number of milliseconds (at most an hour)", field, v)
 				continue
 			}
 			if w, ok := f.RTTms[b][a]; ok && w != v {
@@ -242,14 +242,14 @@ func (f *topologyFile) resolve(name string) (*Topology, []error) {
 			c = base
 		}
 		if o.DelayMs != nil {
-			if !finite(*o.DelayMs) || *o.DelayMs <= 0 {
-				bad("%s.delay_ms: %v must be a positive number of milliseconds", field, *o.DelayMs)
+			if !finite(*o.DelayMs) || *o.DelayMs <= 0 || *o.DelayMs > maxMs {
+				bad("%s.delay_ms: %v must be a positive number of milliseconds (at most an hour)", field, *o.DelayMs)
 			}
 			c.Delay = ms(*o.DelayMs)
 			oneWay[k] = c.Delay
 		}
 		if o.JitterMs != nil {
-			if !finite(*o.JitterMs) || *o.JitterMs < 0 {
+			if !finite(*o.JitterMs) || *o.JitterMs < 0 || *o.JitterMs > maxMs {
 				bad("%s.jitter_ms: %v must be zero or positive", field, *o.JitterMs)
 			}
 			c.Jitter = ms(*o.JitterMs)
@@ -334,6 +334,9 @@ func (t *Topology) RTT(a, b string) (time.Duration, error) {
 	ba, err := t.OneWay(b, a)
 	return ab + ba, err
 }
+
+// maxMs bounds delays in files (an hour) so that they fit a time.Duration.
+const maxMs = 3_600_000
 
 func ms(v float64) time.Duration { return time.Duration(math.Round(v * float64(time.Millisecond))) }
 
