@@ -323,7 +323,9 @@ func (c *Core) Tick(now int64) {
 	c.tick++
 	c.phys = max(c.phys, now)
 	for _, p := range c.peers {
-		if p == nil || !p.connected {
+		// A refused channel waits for the driver to reconnect: the peer
+		// said why, and asking again every few ticks would not change it.
+		if p == nil || !p.connected || p.rejected != nil {
 			continue
 		}
 		stuck := !p.established || len(p.inflight) > 0

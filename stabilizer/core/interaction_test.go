@@ -191,6 +191,26 @@ func (c *ddCluster) run(t *testing.T, d *datadriven.TestData) string {
 			})
 		}
 		c.printf("ok\n")
+	case "deliver-rejection":
+		// b answers a's Hello as a site with another schema would.
+		var from, to string
+		d.ScanArgs(t, "from", &from)
+		d.ScanArgs(t, "to", &to)
+		var hello *core.Message
+		for i := range c.queue {
+			if c.queue[i].Type == core.MsgHello && c.queue[i].From == to && c.queue[i].To == from {
+				hello = &c.queue[i]
+			}
+		}
+		if hello == nil {
+			t.Fatalf("%s: no Hello from %s to %s in flight", d.Pos, to, from)
+		}
+		err := c.byName(t, to).core.Step(core.Message{
+			Type: core.MsgReject, From: from, To: to, Session: hello.Session,
+			Version: core.ProtocolVersion, Reason: "schema mismatch (test)",
+		})
+		c.printf("error is ErrRejected=%v\n", errors.Is(err, core.ErrRejected))
+		c.errf(err)
 	case "connect-peer":
 		s := c.site(t, d, "site")
 		var peer string

@@ -141,6 +141,7 @@ func (c *Core) Step(m Message) error {
 			return nil // about an earlier session
 		}
 		p.established = false
+		p.resetInflight()
 		p.rejected = fmt.Errorf("core: %s refused our channel: %w: %s", m.From, ErrRejected, m.Reason)
 		return p.rejected
 	}
