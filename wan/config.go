@@ -110,6 +110,25 @@ func (b Bandwidth) transmit(n int) time.Duration {
 	return time.Duration(float64(n) * float64(time.Second) / float64(b))
 }
 
+// ParseLoss parses a loss probability written as a fraction ("0.01") or a
+// percentage ("1%").
+func ParseLoss(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	scale := 1.0
+	if strings.HasSuffix(t, "%") {
+		t, scale = strings.TrimSpace(strings.TrimSuffix(t, "%")), 0.01
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil {
+		return 0, fmt.Errorf("wan: loss %q: want a fraction such as 0.01 or a percentage such as 1%%", s)
+	}
+	v *= scale
+	if math.IsNaN(v) || v < 0 || v >= 1 {
+		return 0, fmt.Errorf("wan: loss %q: must be at least 0 and below 100%%", s)
+	}
+	return v, nil
+}
+
 // LinkConfig is the shaping of one directed link. The zero value is a perfect
 // link: no delay, unlimited bandwidth, no loss.
 type LinkConfig struct {

@@ -36,6 +36,12 @@ func (l *Link) DialContext(ctx context.Context, network, addr string) (net.Conn,
 }
 
 func (l *Link) dialProxy(addr string) (*Proxy, error) {
+	l.n.mu.Lock()
+	closed := l.n.mu.closed
+	l.n.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("wan: dial %s through %s: %w", addr, l, ErrClosed)
+	}
 	l.mu.Lock()
 	p := l.mu.dialProxies[addr]
 	l.mu.Unlock()
@@ -123,6 +129,14 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 		return nil, fmt.Errorf("wan: dial %s from %s: address not registered to any site", addr, d.from)
 	}
 	return d.DialSite(ctx, to, network, addr)
+}
+
+// DialAddr is DialContext on "tcp", in the form gRPC's WithContextDialer
+// and stabilizer/transport's Config.Dialer take:
+//
+//	cfg.Dialer = n.Dialer("us-east-1").DialAddr
+func (d *Dialer) DialAddr(ctx context.Context, addr string) (net.Conn, error) {
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 // DialSite dials addr as an address of site to.

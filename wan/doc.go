@@ -16,9 +16,10 @@
 //	l, _ := n.Link("us-east-1", "eu-west-1")
 //	p, _ := l.Proxy(euAddr)
 //
-//	// Or a dial function for code that takes one and knows nothing of wan.
+//	// Or a dial function for code that takes one and knows nothing of wan,
+//	// such as stabilizer/transport's Config.Dialer.
 //	n.Register("eu-west-1", euAddr)
-//	conn, _ := n.Dialer("us-east-1").DialContext(ctx, "tcp", euAddr)
+//	cfg.Dialer = n.Dialer("us-east-1").DialAddr
 //
 //	// Change the WAN while it runs.
 //	l.Set(wan.LinkConfig{Delay: 150 * time.Millisecond, Bandwidth: 5 * wan.MBPerSecond})

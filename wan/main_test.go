@@ -442,7 +442,26 @@ func TestDialThroughCutLink(t *testing.T) {
 	if rt := measureRTT(t, c, 7); rt < 2*delay-time.Millisecond || rt > 2*delay+50*time.Millisecond {
 		t.Errorf("RTT %v, want %v", rt, 2*delay)
 	}
-	if _, err := d.DialContext(context.Background(), "tcp", "127.0.0.1:1"); err == nil {
-		t.Error("dial to an unregistered address succeeded")
+	if _, err := d.DialAddr(context.Background(), "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "not registered") {
+		t.Errorf("dial to an unregistered address: %v", err)
+	}
+	// A site's own addresses are dialed directly.
+	if err := n.Register("a", echo); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	local, err := d.DialAddr(context.Background(), echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local.Close()
+	if took := time.Since(start); took > delay {
+		t.Errorf("local dial took %v", took)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Dialer("a").DialSite(context.Background(), "b", "tcp", echo); !errors.Is(err, ErrClosed) {
+		t.Errorf("dial after Close: %v, want ErrClosed", err)
 	}
 }

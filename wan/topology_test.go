@@ -38,6 +38,27 @@ func TestParseBandwidth(t *testing.T) {
 	}
 }
 
+func TestParseLoss(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64
+		err  bool
+	}{
+		{"1%", 0.01, false},
+		{" 0.5 % ", 0.005, false},
+		{"0.02", 0.02, false},
+		{"0", 0, false},
+		{"100%", 0, true},
+		{"-1%", 0, true},
+		{"some", 0, true},
+	} {
+		got, err := ParseLoss(tc.in)
+		if (err != nil) != tc.err || (err == nil && (got-tc.want > 1e-12 || tc.want-got > 1e-12)) {
+			t.Errorf("ParseLoss(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
 func TestPresets(t *testing.T) {
 	if got := strings.Join(PresetNames(), ","); got != "ec2-3,ec2-5" {
 		t.Fatalf("PresetNames() = %s", got)
