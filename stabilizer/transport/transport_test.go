@@ -743,3 +743,24 @@ func FuzzDecodeHello(f *testing.F) {
 		}
 	})
 }
+
+func TestLargestFrameCrosses(t *testing.T) {
+	c := &cluster{tb: t, names: []string{"a", "b"}}
+	a, b := c.start("a"), c.start("b")
+	waitUp(t, a, "b")
+	big := frame("a", "b", Data, 1, DefaultMaxFrameSize)
+	if err := a.t.Send(context.Background(), "b", Data, big); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.t.Send(context.Background(), "b", Data, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "16 MiB frame", func() bool { return b.rec.count("a", Data) == 2 })
+	got := b.rec.got("a", Data)
+	if !bytes.Equal(got[0], big) || string(got[1]) != "after" {
+		t.Errorf("got %d and %q", len(got[0]), got[1])
+	}
+	if err := a.t.Send(context.Background(), "b", Data, make([]byte, DefaultMaxFrameSize+1)); !errors.Is(err, ErrFrameTooLarge) {
+		t.Errorf("oversized: %v", err)
+	}
+}
