@@ -50,6 +50,9 @@ var (
 	ErrWrongCluster = errors.New("transport: wrong cluster")
 	// ErrWrongSite: the address reached a site other than the one dialed.
 	ErrWrongSite = errors.New("transport: wrong site")
+	// ErrUnauthenticated: with TLS, the peer's certificate does not name
+	// the site it claims to be.
+	ErrUnauthenticated = errors.New("transport: peer not authenticated")
 	// ErrHandshake: the peer rejected or garbled the handshake otherwise.
 	ErrHandshake = errors.New("transport: handshake failed")
 	// ErrNotConnected: no session to the peer on that plane; the frame was
@@ -99,7 +102,11 @@ type Config struct {
 	// put here. Default: TCP.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 	// ClientCredentials and ServerCredentials secure the connections
-	// (mutual TLS between sites). Both nil requires Insecure.
+	// (mutual TLS between sites). Both nil requires Insecure. Certificates
+	// name their site (a DNS SAN equal to the site name): a client checks
+	// that the server is the site it dialed, whatever the address, and when
+	// the server sees a client certificate it accepts the handshake only if
+	// the certificate names the site the handshake claims.
 	ClientCredentials credentials.TransportCredentials
 	ServerCredentials credentials.TransportCredentials
 	// Insecure allows plaintext connections when no credentials are set.

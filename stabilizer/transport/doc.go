@@ -15,8 +15,13 @@
 // a handshake — magic "STBZ", ProtocolVersion, plane, cluster, sender site,
 // the site it meant to reach — which the receiver answers with a code. A
 // sender that is not a configured peer is refused with ErrUnknownPeer,
-// another protocol version with ErrProtocolVersion (also ErrWrongCluster and
-// ErrWrongSite); the dialing side reports the sentinel in Status.LastError.
+// another protocol version with ErrProtocolVersion (also ErrWrongCluster,
+// ErrWrongSite and, under mutual TLS, ErrUnauthenticated when the client
+// certificate does not name the site the handshake claims); the dialing side
+// reports the sentinel in Status.LastError and keeps retrying with backoff.
+// With TLS, certificates name sites: the gRPC authority of a peer's
+// connection is the peer's site name, so the server's certificate is checked
+// against the site dialed, not against its (possibly emulated) address.
 // After the handshake only the sender writes: each gRPC message holds one or
 // more frames, each preceded by its uvarint length, so that small frames
 // share a message. Frames may be up to Config.MaxFrameSize (16 MiB).

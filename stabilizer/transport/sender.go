@@ -67,6 +67,10 @@ func (s *sender) dial() (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(cfg.Dialer),
+		// The authority, and so the name TLS verifies the peer's
+		// certificate against, is the site's name, not its address: the
+		// address may be an emulated WAN link or a proxy.
+		grpc.WithAuthority(s.peer),
 		grpc.WithDefaultCallOptions(
 			grpc.ForceCodecV2(rawCodec{}),
 			grpc.MaxCallSendMsgSize(max(cfg.MaxFrameSize, cfg.BatchBytes)+64),
@@ -242,10 +246,11 @@ func (s *sender) run(ctx context.Context, conn *grpc.ClientConn) {
 func (s *sender) session(ctx context.Context, conn *grpc.ClientConn) (wasUp bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// WaitForReady: wait for the connection (gRPC redials with its own
-	// backoff) up to the handshake timeout instead of failing at once.
+	// Fail fast: while gRPC's connection is in transient failure (peer
+	// down, TLS refused) NewStream returns its error at once, so Status
+	// shows why, and run retries with backoff; gRPC redials meanwhile.
 	hsTimer := time.AfterFunc(s.t.cfg.HandshakeTimeout, cancel)
-	stream, err := conn.NewStream(sctx, &streamDesc, fullMethod, grpc.WaitForReady(true))
+	stream, err := conn.NewStream(sctx, &streamDesc, fullMethod)
 	if err != nil {
 		hsTimer.Stop()
 		return false, fmt.Errorf("transport: open stream to %s on %s: %w", s.peer, s.plane, err)

@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -41,6 +43,10 @@ func (t *Transport) serve(ss grpc.ServerStream) error {
 		code, reason = codeUnknownPeer, fmt.Sprintf("site %q is not a configured peer of %q", h.from, t.cfg.Site)
 	case h.plane != Data && h.plane != Control:
 		code, reason = codeBadHandshake, fmt.Sprintf("unknown plane %d", h.plane)
+	default:
+		if err := verifyClientName(ss, h.from); err != nil {
+			code, reason = codeUnauthenticated, err.Error()
+		}
 	}
 	ans := encodeWelcome(code, reason)
 	if err := ss.SendMsg(&ans); err != nil {
@@ -133,6 +139,23 @@ func (t *Transport) serve(ss grpc.ServerStream) error {
 	case <-sess.superseded:
 		return status.Error(codes.Aborted, "transport: replaced by a newer session")
 	}
+}
+
+// verifyClientName checks, when the connection carries a verified TLS
+// client certificate, that it names the site the handshake claims.
+func verifyClientName(ss grpc.ServerStream, site string) error {
+	p, ok := peer.FromContext(ss.Context())
+	if !ok {
+		return nil
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	if err := info.State.VerifiedChains[0][0].VerifyHostname(site); err != nil {
+		return fmt.Errorf("client certificate does not name site %q", site)
+	}
+	return nil
 }
 
 func (t *Transport) removeInbound(key planeKey, sess *inSession) {

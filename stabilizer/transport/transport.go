@@ -20,7 +20,9 @@ import (
 // stops, the others go on). Up and Down for one (peer, plane) alternate,
 // starting with Up.
 type Handler interface {
-	// Frame delivers a frame from peer. The handler owns frame.
+	// Frame delivers a frame from peer. The handler owns frame; frames
+	// received in one gRPC message share one buffer, so copy a small frame
+	// that is kept long rather than keep the whole buffer alive.
 	Frame(peer string, plane Plane, frame []byte)
 	// Up reports that a new outbound session to peer on plane began: frames
 	// sent from now on are delivered in order, each at most once.

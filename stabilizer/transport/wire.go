@@ -150,6 +150,7 @@ const (
 	codeWrongCluster
 	codeWrongSite
 	codeBadHandshake
+	codeUnauthenticated
 )
 
 // encodeWelcome answers a hello: magic, the server's version, a code and a
@@ -183,6 +184,8 @@ func welcomeError(peer string, code byte, msg string) error {
 		sentinel = ErrWrongCluster
 	case codeWrongSite:
 		sentinel = ErrWrongSite
+	case codeUnauthenticated:
+		sentinel = ErrUnauthenticated
 	default:
 		sentinel = ErrHandshake
 	}
