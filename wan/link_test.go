@@ -263,3 +263,60 @@ func TestNetworkErrors(t *testing.T) {
 		t.Errorf("Links() has %d links, want 2", got)
 	}
 }
+
+// After a cut, held bytes are retransmitted at the link's rate, not in one
+// burst, and the held-bytes gauge returns to zero.
+func TestRestorePacesHeldBytes(t *testing.T) {
+	t.Parallel()
+	const (
+		size = 1 << 20
+		rate = 10 * MBPerSecond
+	)
+	n := newTestNetwork(t, Config{Registerer: prometheus.NewRegistry()})
+	ab := pair(t, n, LinkConfig{Delay: 5 * time.Millisecond, Bandwidth: rate})
+	all := make(chan time.Time, 1)
+	sink := startServer(t, func(c net.Conn) {
+		got, _ := io.ReadFull(c, make([]byte, size))
+		if got == size {
+			all <- time.Now()
+		}
+		_, _ = io.Copy(io.Discard, c)
+	})
+	p, err := ab.Proxy(sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, p.Addr())
+	ab.Cut()
+	if _, err := c.Write(make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	// Wait (with a deadline) until the link holds all of it.
+	held := n.metrics.held.WithLabelValues("a", "b")
+	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(held) < size; {
+		if time.Now().After(deadline) {
+			t.Fatalf("link holds %v bytes, want %d", testutil.ToFloat64(held), size)
+		}
+		runtime.Gosched()
+	}
+	ab.Restore()
+	restored := ab.state().restoredAt
+	var done time.Time
+	select {
+	case done = <-all:
+	case <-time.After(10 * time.Second):
+		t.Fatal("held bytes never arrived")
+	}
+	took := done.Sub(restored)
+	want := rate.transmit(size)
+	t.Logf("1 MiB held by a cut arrived %v after restore (at 10 MB/s: %v)", took, want)
+	if took < want-10*time.Millisecond {
+		t.Errorf("held bytes arrived %v after restore, faster than the link's rate allows (%v)", took, want)
+	}
+	for deadline := time.Now().Add(5 * time.Second); testutil.ToFloat64(held) != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("wan_held_bytes = %v after delivery, want 0", testutil.ToFloat64(held))
+		}
+		runtime.Gosched()
+	}
+}

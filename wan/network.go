@@ -292,6 +292,15 @@ func (l *Link) schedule(now time.Time, n int, backlogSince, prev time.Time) (sen
 	return sent, done, arrive, lost
 }
 
+// rebook books n bytes retransmitted at the restore of a cut and returns
+// when they are sent.
+func (l *Link) rebook(restoredAt time.Time, n int) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sent, _ := l.mu.shaper.admit(restoredAt, n, time.Time{})
+	return sent
+}
+
 // chunkSize is how much to read at once for this link's current rate.
 func (l *Link) chunkSize() int {
 	l.mu.Lock()

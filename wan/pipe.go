@@ -55,6 +55,11 @@ func newDelayQueue(max int, done <-chan struct{}) *delayQueue {
 // connection was aborted.
 func (q *delayQueue) push(c chunk) bool {
 	for {
+		select {
+		case <-q.done:
+			return false
+		default:
+		}
 		q.mu.Lock()
 		if q.mu.bytes < q.max || len(q.mu.items) == 0 {
 			q.mu.items = append(q.mu.items, c)
@@ -97,6 +102,13 @@ func (q *delayQueue) pop() (chunk, bool) {
 			return chunk{}, false
 		}
 	}
+}
+
+// held is the number of bytes pushed and not yet released.
+func (q *delayQueue) held() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.mu.bytes
 }
 
 // release frees n bytes of the bound once they were delivered.
@@ -208,7 +220,8 @@ func (p *pipe) write() {
 // await waits until c is due and the link lets it through. A chunk that
 // was in flight across a cut, or sent during one, is lost with the
 // partition and retransmitted by TCP once it heals: it arrives one delay
-// after the restore (and, in order, so does everything behind it).
+// after the restore, at the link's rate (and, in order, so does everything
+// behind it).
 func (p *pipe) await(w *waiter, c *chunk) bool {
 	for {
 		if !w.until(c.arrive, p.c.done) {
@@ -224,8 +237,11 @@ func (p *pipe) await(w *waiter, c *chunk) bool {
 			}
 		}
 		if c.sent.Before(st.restoredAt) && c.arrive.After(st.cutAt) {
+			// Retransmitted bytes queue at the bandwidth limit again,
+			// so a restore does not burst everything held at once.
+			sent := p.shape.rebook(st.restoredAt, len(c.data))
 			c.sent = st.restoredAt
-			if r := st.restoredAt.Add(st.delay); r.After(c.arrive) {
+			if r := sent.Add(st.delay); r.After(c.arrive) {
 				c.arrive = r
 			}
 			continue

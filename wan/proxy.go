@@ -174,6 +174,9 @@ func (p *Proxy) handle(client *net.TCPConn) {
 	fwd.write()
 	wg.Wait()
 	c.abort(false)
+	// Bytes still inside an aborted connection leave the gauge with it.
+	l.m.held.Sub(float64(fwd.q.held()))
+	l.rev.m.held.Sub(float64(rev.q.held()))
 }
 
 // conn is one proxied connection.
