@@ -279,7 +279,11 @@ func (s *sender) session(ctx context.Context, conn *grpc.ClientConn) (wasUp bool
 		recvErr <- err
 		cancel()
 	}()
-	defer wg.Wait()
+	// Canceling ends the stream, which ends the receive.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 
 	s.mu.Lock()
 	if s.mu.closed {
