@@ -1,0 +1,406 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.uber.org/goleak"
+
+	"github.com/stabilizer/stabilizer/frontier"
+	"github.com/stabilizer/stabilizer/stabilizer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// cluster runs kv stores of several sites in this process over MemNetwork.
+type cluster struct {
+	t      *testing.T
+	net    *stabilizer.MemNetwork
+	schema *frontier.Schema
+	dirs   map[string]string
+	nodes  map[string]*stabilizer.Node
+	stores map[string]*Store
+	mu     sync.Mutex
+}
+
+func newCluster(t *testing.T, sites ...string) *cluster {
+	c := &cluster{t: t, net: stabilizer.NewMemNetwork(), dirs: map[string]string{}, nodes: map[string]*stabilizer.Node{},
+		stores: map[string]*Store{}, schema: &frontier.Schema{Sites: sites}}
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			n.Close()
+		}
+		c.net.Close()
+	})
+	for _, s := range sites {
+		c.dirs[s] = t.TempDir()
+		c.start(s)
+	}
+	return c
+}
+
+// peerReaders lets quorum reads reach the other stores in process.
+type peerReaders struct {
+	c    *cluster
+	site string
+}
+
+func (p peerReaders) LocalGet(ctx context.Context, key string) (Version, bool, error) {
+	p.c.mu.Lock()
+	s := p.c.stores[p.site]
+	p.c.mu.Unlock()
+	if s == nil {
+		return Version{}, false, errors.New("site down")
+	}
+	return s.LocalGet(ctx, key)
+}
+
+func (c *cluster) start(site string) {
+	log := hclog.New(&hclog.LoggerOptions{Name: site, Level: hclog.Info, Output: tWriter{c.t}})
+	n, err := stabilizer.New(stabilizer.Config{Site: site, Schema: c.schema, Dir: c.dirs[site], Transport: c.net.Transport(site), Logger: log})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	peers := map[string]Reader{}
+	for _, o := range c.schema.Sites {
+		if o != site {
+			peers[o] = peerReaders{c, o}
+		}
+	}
+	s, err := New(Config{Node: n, Peers: peers, DefaultTimeout: 10 * time.Second, MaxValueBytes: 1 << 16})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.nodes[site], c.stores[site] = n, s
+	c.mu.Unlock()
+}
+
+func (c *cluster) stop(site string) {
+	c.mu.Lock()
+	n := c.nodes[site]
+	delete(c.nodes, site)
+	delete(c.stores, site)
+	c.mu.Unlock()
+	if err := n.Close(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustGet(t *testing.T, s *Store, key string, o ReadOptions) ReadResult {
+	t.Helper()
+	r, err := s.Get(ctxT(t), key, o)
+	if err != nil {
+		t.Fatalf("get %q at %s: %v", key, s.node.Site(), err)
+	}
+	return r
+}
+
+var sites3 = []string{"us-east-1", "eu-west-1", "ap-south-1"}
+
+func TestPutAllReadEverywhere(t *testing.T) {
+	c := newCluster(t, sites3...)
+	ctx := ctxT(t)
+	w, err := c.stores["us-east-1"].Put(ctx, "jobs/7", []byte(`{"state":"running"}`), WriteOptions{Wait: "all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sites3 {
+		// `all` means persisted everywhere; applied follows, so wait for it.
+		if err := c.nodes[s].WaitFor(ctx, streamOf(w), "applied(self)", w.Seq); err != nil {
+			t.Fatal(err)
+		}
+		r := mustGet(t, c.stores[s], "jobs/7", ReadOptions{})
+		if string(r.Value) != `{"state":"running"}` || r.Origin != "us-east-1" || r.Seq != w.Seq {
+			t.Fatalf("%s read %+v", s, r)
+		}
+	}
+}
+
+func TestLocalWritesVisibleAtOnce(t *testing.T) {
+	c := newCluster(t, sites3...)
+	s := c.stores["eu-west-1"]
+	c.net.Cut("eu-west-1", "us-east-1")
+	c.net.Cut("eu-west-1", "ap-south-1")
+	if _, err := s.Put(ctxT(t), "k", []byte("v1"), WriteOptions{Wait: "none"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustGet(t, s, "k", ReadOptions{}); string(r.Value) != "v1" {
+		t.Fatalf("read %q", r.Value)
+	}
+	vs, err := s.Scan(ctxT(t), "", 0, ReadOptions{})
+	if err != nil || len(vs) != 1 || vs[0].Key != "k" {
+		t.Fatalf("scan: %v %v", vs, err)
+	}
+}
+
+func TestStableReadHidesUnstable(t *testing.T) {
+	c := newCluster(t, sites3...)
+	ctx := ctxT(t)
+	s := c.stores["us-east-1"]
+	if _, err := s.Put(ctx, "ckpt/latest", []byte("step-100"), WriteOptions{Wait: "all"}); err != nil {
+		t.Fatal(err)
+	}
+	c.net.Cut("us-east-1", "eu-west-1")
+	c.net.Cut("us-east-1", "ap-south-1")
+	w, err := s.Put(ctx, "ckpt/latest", []byte("step-200"), WriteOptions{Wait: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := mustGet(t, s, "ckpt/latest", ReadOptions{}); string(r.Value) != "step-200" {
+		t.Fatalf("latest: %q", r.Value)
+	}
+	if r := mustGet(t, s, "ckpt/latest", ReadOptions{Stable: "majority"}); string(r.Value) != "step-100" {
+		t.Fatalf("stable under majority while cut off: %q", r.Value)
+	}
+	c.net.Restore("us-east-1", "eu-west-1")
+	if err := c.nodes["us-east-1"].WaitFor(ctx, streamOf(w), "majority", w.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustGet(t, s, "ckpt/latest", ReadOptions{Stable: "majority"}); string(r.Value) != "step-200" {
+		t.Fatalf("stable under majority after healing: %q", r.Value)
+	}
+}
+
+func TestConcurrentWritersConverge(t *testing.T) {
+	c := newCluster(t, sites3...)
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	last := map[string]WriteResult{}
+	var mu sync.Mutex
+	for _, site := range sites3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 60 {
+				key := fmt.Sprintf("jobs/%d", i%7)
+				var err error
+				var w WriteResult
+				if i%11 == 10 {
+					w, err = c.stores[site].Delete(ctx, key, WriteOptions{Wait: "none"})
+				} else {
+					w, err = c.stores[site].Put(ctx, key, []byte(fmt.Sprintf("%s-%d", site, i)), WriteOptions{Wait: "none"})
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				last[site] = w
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, site := range sites3 {
+		for origin, w := range last {
+			if err := c.nodes[site].WaitFor(ctx, streamOf(w), "applied(self)", w.Seq); err != nil {
+				t.Fatalf("%s applying %s: %v", site, origin, err)
+			}
+		}
+	}
+	for i := range 7 {
+		key := fmt.Sprintf("jobs/%d", i)
+		var first string
+		for j, site := range sites3 {
+			r, err := c.stores[site].Get(ctx, key, ReadOptions{})
+			got := fmt.Sprintf("%s@%s/%d", r.Value, r.Origin, r.Seq)
+			if errors.Is(err, ErrNotFound) {
+				got = "deleted"
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if j == 0 {
+				first = got
+			} else if got != first {
+				t.Fatalf("%s: %s has %s, %s has %s", key, sites3[0], first, site, got)
+			}
+		}
+	}
+}
+
+func TestQuorumReadSeesAcknowledgedWhileSiteDown(t *testing.T) {
+	c := newCluster(t, sites3...)
+	ctx := ctxT(t)
+	c.stop("ap-south-1")
+	if _, err := c.stores["us-east-1"].Put(ctx, "lineage/m1", []byte("v2"), WriteOptions{Wait: "majority"}); err != nil {
+		t.Fatal(err)
+	}
+	r := mustGet(t, c.stores["eu-west-1"], "lineage/m1", ReadOptions{Quorum: "majority"})
+	if string(r.Value) != "v2" {
+		t.Fatalf("quorum read: %q", r.Value)
+	}
+	if len(r.Answered) < 2 {
+		t.Fatalf("answered by %v", r.Answered)
+	}
+	// `all` needs every site for the write, so one answer suffices to read.
+	if _, err := c.stores["eu-west-1"].Get(ctx, "lineage/m1", ReadOptions{Quorum: "all"}); err != nil {
+		t.Fatal(err)
+	}
+	// The dual of one_remote is every site but the origin: with
+	// ap-south-1 down it cannot be reached.
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := c.stores["eu-west-1"].Get(short, "lineage/m1", ReadOptions{Quorum: "one_remote"})
+	if !errors.Is(err, ErrQuorum) {
+		t.Fatalf("quorum read under one_remote with a site down: %v", err)
+	}
+	t.Log(err)
+}
+
+func TestWatchSeesEveryChangeOnce(t *testing.T) {
+	c := newCluster(t, sites3...)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	got := make(chan Version, 100)
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		_ = c.stores["eu-west-1"].Watch(ctx, "events/", "majority", func(v Version) error {
+			got <- v
+			return nil
+		})
+	}()
+	<-started
+	// The watch registers asynchronously: write only after a probe write
+	// shows it is active.
+	for {
+		if _, err := c.stores["eu-west-1"].Put(ctx, "events/probe", []byte("p"), WriteOptions{Wait: "majority"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-got:
+		case <-time.After(50 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	for len(got) > 0 {
+		<-got
+	}
+	for i := range 20 {
+		if _, err := c.stores[sites3[i%3]].Put(ctx, fmt.Sprintf("events/%02d", i), []byte("x"), WriteOptions{Wait: "none"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]int{}
+	for range 20 {
+		select {
+		case v := <-got:
+			seen[v.Key]++
+		case <-ctx.Done():
+			t.Fatalf("watch saw %d of 20 events", len(seen))
+		}
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s seen %d times", k, n)
+		}
+	}
+	if len(seen) != 20 {
+		t.Fatalf("saw %d distinct keys", len(seen))
+	}
+}
+
+func TestSessionReadYourWritesElsewhere(t *testing.T) {
+	c := newCluster(t, sites3...)
+	ctx := ctxT(t)
+	w, err := c.stores["us-east-1"].Put(ctx, "jobs/9", []byte("queued"), WriteOptions{Wait: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustGet(t, c.stores["ap-south-1"], "jobs/9", ReadOptions{Session: map[string]uint64{w.Origin: w.Seq}})
+	if string(r.Value) != "queued" {
+		t.Fatalf("session read: %q", r.Value)
+	}
+}
+
+func TestSnapshotRead(t *testing.T) {
+	c := newCluster(t, sites3...)
+	ctx := ctxT(t)
+	w, err := c.stores["us-east-1"].Put(ctx, "lineage/a", []byte("1"), WriteOptions{Wait: "all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.stores["eu-west-1"]
+	// The snapshot time passes the write once it is applied here and all
+	// sites heartbeat past it.
+	for {
+		r, err := s.Get(ctx, "lineage/a", ReadOptions{Snapshot: "all"})
+		if err == nil {
+			if string(r.Value) != "1" || r.Snapshot.Less(w.HLC) {
+				t.Fatalf("snapshot read %+v", r)
+			}
+			break
+		}
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("snapshot time never passed the write")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestLimitsAndErrors(t *testing.T) {
+	c := newCluster(t, sites3...)
+	ctx := ctxT(t)
+	s := c.stores["us-east-1"]
+	cases := []struct {
+		err  error
+		want string
+		do   func() error
+	}{
+		{ErrBadKey, "empty key", func() error { _, err := s.Put(ctx, "", nil, WriteOptions{}); return err }},
+		{ErrKeyTooLarge, "limit is 4096", func() error { _, err := s.Put(ctx, strings.Repeat("k", 5000), nil, WriteOptions{}); return err }},
+		{ErrValueTooLarge, "limit is 65536", func() error { _, err := s.Put(ctx, "k", make([]byte, 70000), WriteOptions{}); return err }},
+		{stabilizer.ErrUnknownPredicate, "unknown predicate", func() error {
+			_, err := s.Put(ctx, "k", nil, WriteOptions{Wait: "majorty"})
+			return err
+		}},
+		{ErrUnsatisfiable, "can never hold", func() error {
+			_, err := s.Put(ctx, "k", nil, WriteOptions{Wait: `quorum(2, persisted(except(["us-east-1", "eu-west-1"], origin)))`})
+			return err
+		}},
+		{ErrNotFound, `"nope"`, func() error { _, err := s.Get(ctx, "nope", ReadOptions{}); return err }},
+		{ErrBadRead, "choose one", func() error { _, err := s.Get(ctx, "k", ReadOptions{Stable: "all", Quorum: "all"}); return err }},
+	}
+	for _, tc := range cases {
+		err := tc.do()
+		if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want %v containing %q", err, tc.err, tc.want)
+		}
+	}
+	c.net.Cut("us-east-1", "eu-west-1")
+	c.net.Cut("us-east-1", "ap-south-1")
+	_, err := s.Put(ctx, "k", []byte("v"), WriteOptions{Wait: "majority", Timeout: 100 * time.Millisecond})
+	var we *stabilizer.WaitError
+	if !errors.As(err, &we) || !strings.Contains(err.Error(), `waiting for "majority" on us-east-1/kv seq`) ||
+		!strings.Contains(err.Error(), "persisted: us-east-1=") {
+		t.Fatalf("timeout: %v", err)
+	}
+	t.Log(err)
+}

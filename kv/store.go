@@ -1,0 +1,384 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/stabilizer/stabilizer/frontier"
+	"github.com/stabilizer/stabilizer/stabilizer"
+	"github.com/stabilizer/stabilizer/stabilizer/core"
+)
+
+// Stream is the name of every site's kv stream.
+const Stream = "kv"
+
+// Sentinel errors; returned errors wrap them and name the operand.
+var (
+	ErrNotFound      = errors.New("kv: key not found")
+	ErrKeyTooLarge   = errors.New("kv: key too large")
+	ErrValueTooLarge = errors.New("kv: value too large")
+	ErrBadKey        = errors.New("kv: bad key")
+	ErrUnsatisfiable = errors.New("kv: predicate can never hold")
+	ErrQuorum        = errors.New("kv: quorum not reached")
+	ErrBadRead       = errors.New("kv: bad read mode")
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultWait          = "majority"
+	DefaultTimeout       = 10 * time.Second
+	DefaultMaxKeyBytes   = 4096
+	DefaultMaxValueBytes = 1 << 20
+)
+
+// Reader answers quorum reads for one other site: its version of a key,
+// from everything it has acknowledged.
+type Reader interface {
+	LocalGet(ctx context.Context, key string) (Version, bool, error)
+}
+
+// Config configures a Store.
+type Config struct {
+	// Node is the site; New registers the store as its kv applier, so call
+	// New before Node.Start. Required.
+	Node *stabilizer.Node
+	// DefaultWait is the predicate writes wait for when they name none.
+	// Default "majority".
+	DefaultWait string
+	// DefaultTimeout bounds waits of requests without a deadline. Default 10s.
+	DefaultTimeout time.Duration
+	// MaxKeyBytes defaults to 4096, MaxValueBytes to 1 MiB.
+	MaxKeyBytes, MaxValueBytes int
+	// Peers reach the other sites for quorum reads, by site name.
+	Peers map[string]Reader
+	// Logger; default none.
+	Logger hclog.Logger
+}
+
+// Store is the wide-area key/value store of one site: writes go through the
+// site's kv stream, every site applies every site's stream with last writer
+// wins, and reads choose how stable what they see must be.
+type Store struct {
+	cfg   Config
+	node  *stabilizer.Node
+	state state
+	log   hclog.Logger
+
+	mu struct {
+		sync.Mutex
+		pending  map[string]Version // own writes not yet applied: visible at once
+		watchers map[*watcher]struct{}
+	}
+}
+
+// New creates the store and registers it with the node.
+func New(cfg Config) (*Store, error) {
+	if cfg.Node == nil {
+		return nil, errors.New("kv: config: Node: missing")
+	}
+	if cfg.DefaultWait == "" {
+		cfg.DefaultWait = DefaultWait
+	}
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = DefaultTimeout
+	}
+	if cfg.MaxKeyBytes <= 0 {
+		cfg.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if cfg.MaxValueBytes <= 0 {
+		cfg.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	s := &Store{cfg: cfg, node: cfg.Node, state: state{st: cfg.Node.Store()}, log: cfg.Logger}
+	s.mu.pending = map[string]Version{}
+	s.mu.watchers = map[*watcher]struct{}{}
+	if err := cfg.Node.Handle(Stream, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// WriteOptions say what a write waits for.
+type WriteOptions struct {
+	// Wait is a predicate name or source; "" means the default, "none"
+	// returns as soon as the write has its seq.
+	Wait string
+	// Timeout bounds the wait when ctx has no deadline; 0: the default.
+	Timeout time.Duration
+}
+
+// WriteResult says where a write landed.
+type WriteResult struct {
+	Origin string
+	Seq    uint64
+	HLC    core.HLC
+}
+
+// Put writes key = value and waits for the predicate to cover the write.
+func (s *Store) Put(ctx context.Context, key string, value []byte, o WriteOptions) (WriteResult, error) {
+	if err := s.checkKey(key); err != nil {
+		return WriteResult{}, err
+	}
+	if len(value) > s.cfg.MaxValueBytes {
+		return WriteResult{}, fmt.Errorf("%w: %q: value is %d bytes, the limit is %d", ErrValueTooLarge, key, len(value), s.cfg.MaxValueBytes)
+	}
+	return s.write(ctx, opPut, key, value, o)
+}
+
+// Delete removes key and waits for the predicate to cover the deletion.
+func (s *Store) Delete(ctx context.Context, key string, o WriteOptions) (WriteResult, error) {
+	if err := s.checkKey(key); err != nil {
+		return WriteResult{}, err
+	}
+	return s.write(ctx, opDelete, key, nil, o)
+}
+
+func (s *Store) checkKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty key", ErrBadKey)
+	case len(key) > s.cfg.MaxKeyBytes:
+		return fmt.Errorf("%w: key of %d bytes, the limit is %d", ErrKeyTooLarge, len(key), s.cfg.MaxKeyBytes)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrBadKey, key)
+	}
+	return nil
+}
+
+func (s *Store) write(ctx context.Context, kind byte, key string, value []byte, o WriteOptions) (WriteResult, error) {
+	wait := o.Wait
+	if wait == "" {
+		wait = s.cfg.DefaultWait
+	}
+	ctx, cancel := s.withTimeout(ctx, o.Timeout)
+	defer cancel()
+	if err := s.checkSatisfiable(ctx, wait); err != nil {
+		return WriteResult{}, err
+	}
+	a, err := s.node.Append(ctx, Stream, encodeOp(kind, key, value))
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("kv: write %q: %w", key, err)
+	}
+	v := Version{Key: key, Value: value, Deleted: kind == opDelete, Origin: a.Stream.Origin, Seq: a.Seq, HLC: a.HLC}
+	s.mu.Lock()
+	if cur, ok := s.mu.pending[key]; !ok || v.Newer(&cur) {
+		s.mu.pending[key] = v
+	}
+	s.mu.Unlock()
+	res := WriteResult{Origin: a.Stream.Origin, Seq: a.Seq, HLC: a.HLC}
+	if wait == "none" {
+		return res, nil
+	}
+	if err := s.node.WaitFor(ctx, a.Stream, wait, a.Seq); err != nil {
+		return res, fmt.Errorf("kv: write %q: %w", key, err)
+	}
+	return res, nil
+}
+
+func (s *Store) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok && d == 0 {
+		return context.WithCancel(ctx)
+	}
+	if d == 0 {
+		d = s.cfg.DefaultTimeout
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// compile resolves a predicate name or source to a compiled predicate.
+func (s *Store) compile(ctx context.Context, p string) (*frontier.Predicate, error) {
+	src := p
+	for _, d := range s.node.Predicates(ctx) {
+		if d.Name == p {
+			src = d.Source
+		}
+	}
+	if _, err := s.node.Predicate(ctx, p); err != nil {
+		return nil, err
+	}
+	return frontier.Compile(src, s.node.Schema())
+}
+
+// checkSatisfiable refuses a wait that this configuration can never
+// satisfy for this site's writes, instead of timing out.
+func (s *Store) checkSatisfiable(ctx context.Context, p string) error {
+	c, err := s.compile(ctx, p)
+	if err != nil {
+		return fmt.Errorf("kv: wait: %w", err)
+	}
+	self, _ := s.node.Schema().SiteIndex(s.node.Site())
+	if !c.Satisfiable(self, self) {
+		return fmt.Errorf("%w: %q can never hold for writes from %s with sites %s", ErrUnsatisfiable, p, s.node.Site(), strings.Join(s.node.Schema().Sites, ", "))
+	}
+	return nil
+}
+
+// Apply is the kv stream's applier: it writes versions with last writer
+// wins and tells watchers.
+func (s *Store) Apply(ctx context.Context, entries []core.Entry) error {
+	origin := entries[0].Stream.Origin
+	changed, err := s.state.apply(ctx, origin, entries)
+	if err != nil {
+		return err
+	}
+	last := entries[len(entries)-1].Seq
+	s.mu.Lock()
+	if origin == s.node.Site() {
+		for k, v := range s.mu.pending {
+			if v.Seq <= last {
+				delete(s.mu.pending, k)
+			}
+		}
+	}
+	ws := make([]*watcher, 0, len(s.mu.watchers))
+	for w := range s.mu.watchers {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.offer(changed)
+	}
+	return nil
+}
+
+// AppliedPositions tells the node where delivery resumes after a restart.
+func (s *Store) AppliedPositions() ([]core.Position, error) {
+	m, err := s.state.appliedPositions()
+	if err != nil {
+		return nil, err
+	}
+	var out []core.Position
+	for origin, seq := range m {
+		out = append(out, core.Position{Stream: core.StreamID{Origin: origin, Name: Stream}, Seq: seq})
+	}
+	return out, nil
+}
+
+// ReadOptions choose what a read may see. At most one of Stable, Quorum and
+// Snapshot is set; none means the latest local state.
+type ReadOptions struct {
+	// Stable: the newest version behind its origin's frontier of this
+	// predicate — it survives the failures the predicate protects against.
+	Stable string
+	// Quorum: ask every site, finish when the answering sites satisfy the
+	// predicate's dual, and return the newest version: it sees every write
+	// acknowledged under the predicate.
+	Quorum string
+	// Snapshot: the state at the predicate's global stable time, a
+	// consistent cut across origins.
+	Snapshot string
+	// Session: positions of the caller's own writes (origin -> seq); the
+	// read waits until this site applied them.
+	Session map[string]uint64
+	// Timeout bounds the read's waits when ctx has no deadline.
+	Timeout time.Duration
+}
+
+// ReadResult is what a read found.
+type ReadResult struct {
+	Version
+	Found bool
+	// Snapshot is the time of a snapshot read.
+	Snapshot core.HLC
+	// Answered lists the sites whose answers a quorum read used.
+	Answered []string
+}
+
+// Get reads one key.
+func (s *Store) Get(ctx context.Context, key string, o ReadOptions) (ReadResult, error) {
+	if err := s.checkKey(key); err != nil {
+		return ReadResult{}, err
+	}
+	ctx, cancel := s.withTimeout(ctx, o.Timeout)
+	defer cancel()
+	if err := s.waitSession(ctx, o.Session); err != nil {
+		return ReadResult{}, err
+	}
+	var res ReadResult
+	var err error
+	switch {
+	case countSet(o.Stable, o.Quorum, o.Snapshot) > 1:
+		return ReadResult{}, fmt.Errorf("%w: choose one of stable, quorum and snapshot", ErrBadRead)
+	case o.Stable != "":
+		res, err = s.getStable(ctx, key, o.Stable)
+	case o.Quorum != "":
+		res, err = s.getQuorum(ctx, key, o.Quorum)
+	case o.Snapshot != "":
+		res, err = s.getSnapshot(ctx, key, o.Snapshot)
+	default:
+		res.Version, res.Found, err = s.latest(key)
+	}
+	if err != nil {
+		return ReadResult{}, err
+	}
+	if !res.Found || res.Deleted {
+		return res, fmt.Errorf("%w: %q", ErrNotFound, key)
+	}
+	return res, nil
+}
+
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// latest is the local state, own unapplied writes included.
+func (s *Store) latest(key string) (Version, bool, error) {
+	v, found, err := s.state.latest(key)
+	if err != nil {
+		return Version{}, false, err
+	}
+	s.mu.Lock()
+	p, ok := s.mu.pending[key]
+	s.mu.Unlock()
+	if ok && (!found || p.Newer(&v)) {
+		return p, true, nil
+	}
+	return v, found, nil
+}
+
+// LocalGet answers a quorum read from everything this site acknowledged:
+// it first waits until it applied every kv message it persisted.
+func (s *Store) LocalGet(ctx context.Context, key string) (Version, bool, error) {
+	streams, err := s.node.Streams(ctx)
+	if err != nil {
+		return Version{}, false, err
+	}
+	for _, st := range streams {
+		if st.Stream.Name == Stream && st.Persisted > 0 {
+			if err := s.node.WaitFor(ctx, st.Stream, "applied(self)", st.Persisted); err != nil {
+				return Version{}, false, err
+			}
+		}
+	}
+	return s.latest(key)
+}
+
+func (s *Store) waitSession(ctx context.Context, session map[string]uint64) error {
+	for _, origin := range slices.Sorted(maps.Keys(session)) {
+		if _, ok := s.node.Schema().SiteIndex(origin); !ok {
+			return fmt.Errorf("kv: session: unknown site %q", origin)
+		}
+		id := core.StreamID{Origin: origin, Name: Stream}
+		if err := s.node.WaitFor(ctx, id, "applied(self)", session[origin]); err != nil {
+			return fmt.Errorf("kv: session: waiting for this site to apply %s up to %d: %w", id, session[origin], err)
+		}
+	}
+	return nil
+}
