@@ -69,7 +69,12 @@ See DESIGN.md §3 for the language.`,
 	}
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text, json or table")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newPredicateCmd(g))
+	r := addRemote(root, g)
+	pred := newPredicateCmd(g)
+	pred.AddCommand(newPredicateRemoteCmds(g, r)...)
+	root.AddCommand(pred)
+	root.AddCommand(newKVCmds(g, r)...)
+	root.AddCommand(newFrontierCmd(g, r), newClusterCmd(g, r))
 	return root
 }
 

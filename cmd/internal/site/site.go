@@ -1,0 +1,242 @@
+package site
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
+	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/kv/kvpb"
+	"github.com/stabilizer/stabilizer/stabilizer"
+	"github.com/stabilizer/stabilizer/stabilizer/transport"
+)
+
+// Site is a running stabilizerd.
+type Site struct {
+	cfg     *siteconfig.Config
+	log     hclog.Logger
+	node    *stabilizer.Node
+	store   *kv.Store
+	grpc    *grpc.Server
+	http    *http.Server
+	peers   []*kv.Client
+	reg     *prometheus.Registry
+	started time.Time
+}
+
+// Start builds and starts everything the config describes. On error it
+// stops what it had started.
+func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
+	s := &Site{cfg: cfg, log: log, reg: prometheus.NewRegistry(), started: time.Now()}
+	var closers []func()
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	peerTLS, clientTLS, err := loadTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	listen := func(field, addr string) (net.Listener, error) {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen.%s: %w", field, err)
+		}
+		closers = append(closers, func() { l.Close() })
+		return l, nil
+	}
+	dataL, err := listen("data", cfg.Listen.Data)
+	if err != nil {
+		return nil, err
+	}
+	ctrlL, err := listen("control", cfg.Listen.Control)
+	if err != nil {
+		return nil, err
+	}
+	clientL, err := listen("client", cfg.Listen.Client)
+	if err != nil {
+		return nil, err
+	}
+	httpL, err := listen("http", cfg.Listen.HTTP)
+	if err != nil {
+		return nil, err
+	}
+	peers := map[string]transport.PeerAddr{}
+	for _, p := range cfg.Peers() {
+		peers[p.Name] = transport.PeerAddr{Data: p.Data, Control: p.Control}
+	}
+	tcfg := transport.Config{Cluster: cfg.Cluster, Site: cfg.Site, Peers: peers, Listeners: []net.Listener{dataL, ctrlL},
+		Insecure: cfg.Insecure, Logger: log.Named("transport"), Registerer: s.reg}
+	if peerTLS != nil {
+		tcfg.ServerCredentials = credentials.NewTLS(peerTLS.server)
+		tcfg.ClientCredentials = credentials.NewTLS(peerTLS.client)
+	}
+	tr, err := transport.New(tcfg)
+	if err != nil {
+		return nil, err
+	}
+	node, err := stabilizer.New(stabilizer.Config{Site: cfg.Site, Schema: cfg.Schema(), Predicates: cfg.Predicates,
+		Dir: cfg.DataPath(), Transport: stabilizer.GRPCTransport(tr), Logger: log.Named("node"), Registerer: s.reg})
+	if err != nil {
+		tr.Close()
+		return nil, err
+	}
+	s.node = node
+	closers = append(closers, func() { node.Close() })
+	readers := map[string]kv.Reader{}
+	for _, p := range cfg.Peers() {
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if clientTLS != nil {
+			opts = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(peerTLS.client))}
+		}
+		c, err := kv.Dial(p.Client, opts...)
+		if err != nil {
+			return nil, err
+		}
+		s.peers = append(s.peers, c)
+		closers = append(closers, func() { c.Close() })
+		readers[p.Name] = kv.PeerReader(c.KV)
+	}
+	s.store, err = kv.New(kv.Config{Node: node, DefaultWait: cfg.KV.DefaultWait, DefaultTimeout: cfg.KV.DefaultTimeout,
+		MaxKeyBytes: cfg.KV.MaxKeyBytes, MaxValueBytes: cfg.KV.MaxValueBytes, Peers: readers, Logger: log.Named("kv")})
+	if err != nil {
+		return nil, err
+	}
+	if err := node.Start(); err != nil {
+		return nil, err
+	}
+	s.serveGRPC(clientL, clientTLS)
+	closers = append(closers, s.grpc.Stop)
+	s.serveHTTP(httpL)
+	log.Info("serving", "site", cfg.Site, "client", clientL.Addr().String(), "http", httpL.Addr().String(),
+		"data", dataL.Addr().String(), "control", ctrlL.Addr().String(), "dir", cfg.DataPath())
+	return s, nil
+}
+
+func (s *Site) serveGRPC(l net.Listener, tlsCfg *tls.Config) {
+	reqs := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kv_request_duration_seconds",
+		Help:    "Client requests by method and predicate, from arrival to answer.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 20)}, []string{"method", "predicate", "outcome"})
+	s.reg.MustRegister(reqs)
+	srv := kv.NewServer(s.store)
+	srv.Observe = func(method, pred string, d time.Duration, err error) {
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		reqs.WithLabelValues(method, predicateLabel(pred), outcome).Observe(d.Seconds())
+	}
+	max := s.cfg.KV.MaxValueBytes + s.cfg.KV.MaxKeyBytes + 64<<10
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(max)}
+	if tlsCfg != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	s.grpc = grpc.NewServer(opts...)
+	kvpb.RegisterKVServer(s.grpc, srv)
+	kvpb.RegisterAdminServer(s.grpc, srv)
+	go func() {
+		if err := s.grpc.Serve(l); err != nil {
+			s.log.Error("client API stopped", "error", err)
+		}
+	}()
+}
+
+// predicateLabel keeps the metric's label set small: inline predicates
+// share one label.
+func predicateLabel(p string) string {
+	if len(p) > 40 || strings.ContainsAny(p, "()") {
+		return "inline"
+	}
+	if p == "" {
+		return "default"
+	}
+	return p
+}
+
+func (s *Site) serveHTTP(l net.Listener) {
+	s.reg.MustRegister(&collector{node: s.node})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "ok %s up %s\n", s.cfg.Site, time.Since(s.started).Round(time.Second))
+	})
+	mux.HandleFunc("GET /status.json", s.statusJSON)
+	mux.HandleFunc("GET /{$}", s.statusPage)
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := s.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http stopped", "error", err)
+		}
+	}()
+}
+
+// Shutdown stops taking requests, lets running ones finish until ctx ends,
+// then closes the node, which flushes and closes pebble.
+func (s *Site) Shutdown(ctx context.Context) error {
+	var errs []error
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+	}
+	errs = append(errs, s.http.Shutdown(ctx))
+	for _, c := range s.peers {
+		errs = append(errs, c.Close())
+	}
+	errs = append(errs, s.node.Close())
+	return errors.Join(errs...)
+}
+
+// Node returns the site's node.
+func (s *Site) Node() *stabilizer.Node { return s.node }
+
+type tlsPair struct{ server, client *tls.Config }
+
+// loadTLS builds mutual TLS for peers and the client API from the config's
+// files; nil when the site runs insecure.
+func loadTLS(cfg *siteconfig.Config) (*tlsPair, *tls.Config, error) {
+	if cfg.Insecure {
+		return nil, nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls.cert/tls.key: %w", err)
+	}
+	caPEM, err := os.ReadFile(cfg.TLS.CA)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls.ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, nil, fmt.Errorf("tls.ca: %s holds no PEM certificate", cfg.TLS.CA)
+	}
+	server := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
+	client := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}
+	return &tlsPair{server: server, client: client}, server, nil
+}

@@ -1,0 +1,139 @@
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// statusView is what the status page and status.json show.
+type statusView struct {
+	Site      string
+	Sites     []string
+	Connected map[string]bool
+	Uptime    string
+	Streams   []streamView
+	Preds     []predView
+}
+
+type predView struct{ Name, Source string }
+
+type streamView struct {
+	Origin, Stream  string
+	Head, Persisted uint64
+	Levels          []levelRow
+	Frontiers       []frontierView
+}
+
+type levelRow struct {
+	Level string
+	Seqs  []uint64
+}
+
+type frontierView struct {
+	Predicate string
+	Seq       uint64
+	Version   uint64
+	Behind    uint64
+}
+
+func (s *Site) view(ctx context.Context) (statusView, error) {
+	schema := s.node.Schema()
+	v := statusView{Site: s.cfg.Site, Sites: schema.Sites, Connected: s.node.Connected(),
+		Uptime: time.Since(s.started).Round(time.Second).String()}
+	for _, d := range s.node.Predicates(ctx) {
+		v.Preds = append(v.Preds, predView{d.Name, d.Source})
+	}
+	streams, err := s.node.Streams(ctx)
+	if err != nil {
+		return v, err
+	}
+	n := len(schema.Sites)
+	for _, st := range streams {
+		sv := streamView{Origin: st.Stream.Origin, Stream: st.Stream.Name, Head: st.Head, Persisted: st.Persisted}
+		for l, level := range schema.LevelNames() {
+			sv.Levels = append(sv.Levels, levelRow{level, st.Acks[l*n : l*n+n]})
+		}
+		for _, p := range v.Preds {
+			f := st.Frontiers[p.Name]
+			sv.Frontiers = append(sv.Frontiers, frontierView{p.Name, f.Seq, f.Version, st.Head - min(f.Seq, st.Head)})
+		}
+		v.Streams = append(v.Streams, sv)
+	}
+	slices.SortFunc(v.Streams, func(a, b streamView) int {
+		if a.Stream != b.Stream {
+			if a.Stream < b.Stream {
+				return -1
+			}
+			return 1
+		}
+		if a.Origin < b.Origin {
+			return -1
+		}
+		return 1
+	})
+	return v, nil
+}
+
+func (s *Site) statusJSON(w http.ResponseWriter, r *http.Request) {
+	v, err := s.view(r.Context())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Site) statusPage(w http.ResponseWriter, r *http.Request) {
+	v, err := s.view(r.Context())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	var b strings.Builder
+	if err := page.Execute(&b, v); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write([]byte(b.String()))
+}
+
+var page = template.Must(template.New("status").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="2">
+<title>{{.Site}} — Stabilizer</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}
+td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+th{background:#f3f3f3}td.l,th.l{text-align:left}
+.up{color:#176f2c;font-weight:bold}.down{color:#b00020;font-weight:bold}
+.behind{color:#b36b00}code{background:#f6f6f6;padding:0 .2em}
+</style></head><body>
+<h1>Site {{.Site}}</h1>
+<p>Up {{.Uptime}}. This page refreshes every 2 seconds.</p>
+<h2>Sites</h2>
+<table><tr><th class=l>site</th><th class=l>connection</th></tr>
+{{range .Sites}}<tr><td class=l>{{.}}</td><td class=l>{{if eq . $.Site}}this site{{else if index $.Connected .}}<span class=up>connected</span>{{else}}<span class=down>not connected</span>{{end}}</td></tr>
+{{end}}</table>
+<h2>Predicates</h2>
+<table><tr><th class=l>name</th><th class=l>predicate</th></tr>
+{{range .Preds}}<tr><td class=l>{{.Name}}</td><td class=l><code>{{.Source}}</code></td></tr>{{end}}
+</table>
+<h2>Streams</h2>
+{{range .Streams}}
+<h3>{{.Origin}}/{{.Stream}} — head {{.Head}}, persisted here {{.Persisted}}</h3>
+<table><tr><th class=l>level</th>{{range $.Sites}}<th>{{.}}</th>{{end}}</tr>
+{{range .Levels}}<tr><td class=l>{{.Level}}</td>{{range .Seqs}}<td>{{.}}</td>{{end}}</tr>{{end}}
+</table>
+<table><tr><th class=l>predicate</th><th>frontier</th><th>behind head</th><th>version</th></tr>
+{{range .Frontiers}}<tr><td class=l>{{.Predicate}}</td><td>{{.Seq}}</td><td class="{{if .Behind}}behind{{end}}">{{.Behind}}</td><td>{{.Version}}</td></tr>{{end}}
+</table>
+{{else}}<p>No streams yet.</p>{{end}}
+</body></html>
+`))

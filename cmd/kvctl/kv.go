@@ -1,0 +1,363 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/kv/kvpb"
+)
+
+// DefaultEndpoint is where kvctl looks for a site without --endpoint or
+// STABILIZER_ENDPOINT.
+const DefaultEndpoint = "127.0.0.1:7003"
+
+// remote holds what commands that talk to a site share.
+type remote struct {
+	g        *globals
+	endpoint string
+	timeout  time.Duration
+}
+
+func (r *remote) dial() (*kv.Client, context.Context, context.CancelFunc, error) {
+	c, err := kv.Dial(r.endpoint)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout+2*time.Second)
+	return c, ctx, cancel, nil
+}
+
+// explain turns a gRPC error into a message a person can act on.
+func (r *remote) explain(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		if strings.Contains(st.Message(), "connection refused") || strings.Contains(st.Message(), "dial") || strings.Contains(st.Message(), "connection error") {
+			return fmt.Errorf("cannot reach a site at %s: is stabilizerd running there? (set --endpoint or STABILIZER_ENDPOINT)", r.endpoint)
+		}
+	case codes.DeadlineExceeded:
+		if st.Message() == "context deadline exceeded" {
+			return fmt.Errorf("no answer from %s within %s (--timeout)", r.endpoint, r.timeout)
+		}
+	}
+	return errors.New(st.Message())
+}
+
+func addRemote(root *cobra.Command, g *globals) *remote {
+	r := &remote{g: g}
+	ep := os.Getenv("STABILIZER_ENDPOINT")
+	if ep == "" {
+		ep = DefaultEndpoint
+	}
+	root.PersistentFlags().StringVar(&r.endpoint, "endpoint", ep, "client address of a site (default from STABILIZER_ENDPOINT)")
+	root.PersistentFlags().DurationVar(&r.timeout, "timeout", 10*time.Second, "how long to wait for the site and for predicates")
+	return r
+}
+
+// versionJSON is a version as scripts read it.
+type versionJSON struct {
+	Key         string   `json:"key"`
+	Value       string   `json:"value"`
+	ValueBase64 []byte   `json:"value_base64,omitempty"`
+	Deleted     bool     `json:"deleted,omitempty"`
+	Origin      string   `json:"origin"`
+	Seq         uint64   `json:"seq"`
+	HLC         hlcJSON  `json:"hlc"`
+	Snapshot    *hlcJSON `json:"snapshot,omitempty"`
+	Answered    []string `json:"answered,omitempty"`
+}
+
+type hlcJSON struct {
+	Wall    int64  `json:"wall"`
+	Logical uint32 `json:"logical"`
+}
+
+func hlcOf(h *kvpb.HLC) hlcJSON {
+	if h == nil {
+		return hlcJSON{}
+	}
+	return hlcJSON{h.Wall, h.Logical}
+}
+
+func (h hlcJSON) String() string {
+	if h.Wall == 0 {
+		return "-"
+	}
+	return time.Unix(0, h.Wall).UTC().Format("2006-01-02T15:04:05.000000Z") + fmt.Sprintf("+%d", h.Logical)
+}
+
+func toJSON(v *kvpb.Version) versionJSON {
+	out := versionJSON{Key: v.Key, Deleted: v.Deleted, Origin: v.Origin, Seq: v.Seq, HLC: hlcOf(v.Hlc)}
+	if utf8.Valid(v.Value) {
+		out.Value = string(v.Value)
+	} else {
+		out.ValueBase64 = v.Value
+	}
+	return out
+}
+
+func printVersions(w io.Writer, format string, vs []versionJSON, bare bool) error {
+	switch format {
+	case "json":
+		if bare && len(vs) == 1 {
+			return writeJSON(w, vs[0])
+		}
+		if vs == nil {
+			vs = []versionJSON{}
+		}
+		return writeJSON(w, vs)
+	case "table":
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tVALUE\tORIGIN\tSEQ\tHLC")
+		for _, v := range vs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", v.Key, shorten(v.Value, 60), v.Origin, v.Seq, v.HLC)
+		}
+		return tw.Flush()
+	}
+	for _, v := range vs {
+		if bare {
+			fmt.Fprintln(w, v.Value)
+		} else {
+			fmt.Fprintf(w, "%s\t%s\n", v.Key, v.Value)
+		}
+	}
+	return nil
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func newKVCmds(g *globals, r *remote) []*cobra.Command {
+	var wait, session string
+	put := &cobra.Command{
+		Use:   "put KEY VALUE",
+		Short: "Write a key, waiting until a predicate covers the write",
+		Long: `Write KEY = VALUE at the site and wait until the predicate --wait covers the write:
+a name (none, local, majority, all, one_remote, or one the cluster configured) or an inline
+predicate. Exit status 0 means the predicate holds for the write. VALUE "-" reads stdin.`,
+		Example: `  kvctl put jobs/7 '{"state":"running"}' --wait majority
+  kvctl put ckpt/job7/latest step-1200 --wait 'min(persisted(origin), max(persisted(others())))' -o json
+  kvctl put big - < manifest.json`,
+		Args: exactArgs("KEY", "VALUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput("text", "json", "table"); err != nil {
+				return err
+			}
+			value := []byte(args[1])
+			if args[1] == "-" {
+				var err error
+				if value, err = io.ReadAll(cmd.InOrStdin()); err != nil {
+					return err
+				}
+			}
+			c, ctx, cancel, err := r.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			defer cancel()
+			res, err := c.Put(ctx, args[0], value, wait, r.timeout)
+			if err != nil {
+				return r.explain(err)
+			}
+			return printWrite(cmd.OutOrStdout(), g.output, args[0], wait, res, c)
+		},
+	}
+	put.Flags().StringVar(&wait, "wait", "", "predicate the write waits for (default: the site's default_wait)")
+	del := &cobra.Command{
+		Use:     "del KEY",
+		Short:   "Delete a key, waiting like put",
+		Example: `  kvctl del jobs/7 --wait all`,
+		Args:    exactArgs("KEY"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput("text", "json", "table"); err != nil {
+				return err
+			}
+			c, ctx, cancel, err := r.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			defer cancel()
+			res, err := c.Delete(ctx, args[0], wait, r.timeout)
+			if err != nil {
+				return r.explain(err)
+			}
+			return printWrite(cmd.OutOrStdout(), g.output, args[0], wait, res, c)
+		},
+	}
+	del.Flags().StringVar(&wait, "wait", "", "predicate the deletion waits for")
+	var stable, quorum, snapshot string
+	get := &cobra.Command{
+		Use:   "get KEY",
+		Short: "Read a key: latest, stable under a predicate, from a quorum, or from a snapshot",
+		Long: `Read KEY at the site. Without flags: the site's latest state.
+  --stable P    the newest version that is stable under P (survives what P protects against)
+  --quorum P    ask every site; done when the answers satisfy the dual of P: sees every write acknowledged under P
+  --snapshot P  a consistent snapshot at P's global stable time
+A missing key exits with status 1.`,
+		Example: `  kvctl get jobs/7
+  kvctl get ckpt/job7/latest --stable majority -o json
+  kvctl get jobs/7 --quorum majority --endpoint 127.0.0.1:7103
+  kvctl get jobs/7 --session us-east-1:42   # read your own write made at another site`,
+		Args: exactArgs("KEY"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput("text", "json", "table"); err != nil {
+				return err
+			}
+			sess, err := kv.ParseSession(session)
+			if err != nil {
+				return usageError{err}
+			}
+			c, ctx, cancel, err := r.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			defer cancel()
+			res, err := c.Get(ctx, &kvpb.GetRequest{Key: args[0], Stable: stable, Quorum: quorum, Snapshot: snapshot,
+				Session: sess, TimeoutMs: r.timeout.Milliseconds()})
+			if err != nil {
+				if status.Code(err) == codes.NotFound {
+					return fmt.Errorf("key %q not found at %s", args[0], r.endpoint)
+				}
+				return r.explain(err)
+			}
+			v := toJSON(res.Version)
+			if res.Snapshot != nil {
+				h := hlcOf(res.Snapshot)
+				v.Snapshot = &h
+			}
+			v.Answered = res.Answered
+			return printVersions(cmd.OutOrStdout(), g.output, []versionJSON{v}, true)
+		},
+	}
+	get.Flags().StringVar(&stable, "stable", "", "read the newest version stable under this predicate")
+	get.Flags().StringVar(&quorum, "quorum", "", "read from sites satisfying the dual of this predicate")
+	get.Flags().StringVar(&snapshot, "snapshot", "", "read at this predicate's global stable time")
+	get.Flags().StringVar(&session, "session", "", "session token from put -o json: wait until the site applied those writes")
+	get.MarkFlagsMutuallyExclusive("stable", "quorum", "snapshot")
+	var limit uint32
+	scan := &cobra.Command{
+		Use:     "scan PREFIX",
+		Short:   "List live keys with a prefix, in key order",
+		Example: `  kvctl scan jobs/ --limit 20 -o table`,
+		Args:    exactArgs("PREFIX"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput("text", "json", "table"); err != nil {
+				return err
+			}
+			c, ctx, cancel, err := r.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			defer cancel()
+			res, err := c.KV.Scan(ctx, &kvpb.ScanRequest{Prefix: args[0], Limit: limit, TimeoutMs: r.timeout.Milliseconds()})
+			if err != nil {
+				return r.explain(err)
+			}
+			var vs []versionJSON
+			for _, v := range res.Versions {
+				vs = append(vs, toJSON(v))
+			}
+			return printVersions(cmd.OutOrStdout(), g.output, vs, false)
+		},
+	}
+	scan.Flags().Uint32Var(&limit, "limit", 0, "at most this many keys (0: all)")
+	var watchStable string
+	watch := &cobra.Command{
+		Use:   "watch PREFIX",
+		Short: "Print changes of keys with a prefix as the site applies them, until interrupted",
+		Example: `  kvctl watch events/
+  kvctl watch ckpt/ --stable majority -o json`,
+		Args: exactArgs("PREFIX"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput("text", "json"); err != nil {
+				return err
+			}
+			c, err := kv.Dial(r.endpoint)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, stop := signalContext()
+			defer stop()
+			st, err := c.KV.Watch(ctx, &kvpb.WatchRequest{Prefix: args[0], Stable: watchStable})
+			if err != nil {
+				return r.explain(err)
+			}
+			for {
+				ev, err := st.Recv()
+				if err != nil {
+					if ctx.Err() != nil || errors.Is(err, io.EOF) {
+						return nil
+					}
+					return r.explain(err)
+				}
+				v := toJSON(ev.Version)
+				if g.output == "json" {
+					_ = writeJSON(cmd.OutOrStdout(), v)
+					continue
+				}
+				verb := "put"
+				if v.Deleted {
+					verb = "del"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s (%s seq %d)\n", verb, v.Key, v.Value, v.Origin, v.Seq)
+			}
+		},
+	}
+	watch.Flags().StringVar(&watchStable, "stable", "", "pass a change on only once it is stable under this predicate")
+	return []*cobra.Command{put, get, del, scan, watch}
+}
+
+type writeJSONOut struct {
+	Key     string  `json:"key"`
+	Origin  string  `json:"origin"`
+	Seq     uint64  `json:"seq"`
+	HLC     hlcJSON `json:"hlc"`
+	Wait    string  `json:"wait,omitempty"`
+	Session string  `json:"session"`
+}
+
+func printWrite(w io.Writer, format, key, wait string, res *kvpb.WriteResponse, c *kv.Client) error {
+	out := writeJSONOut{Key: key, Origin: res.Origin, Seq: res.Seq, HLC: hlcOf(res.Hlc), Wait: wait, Session: kv.FormatSession(c.Session())}
+	switch format {
+	case "json":
+		return writeJSON(w, out)
+	case "table":
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tORIGIN\tSEQ\tHLC\tSESSION")
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", key, out.Origin, out.Seq, out.HLC, out.Session)
+		return tw.Flush()
+	}
+	fmt.Fprintf(w, "OK %s/kv seq %d\n", out.Origin, out.Seq)
+	return nil
+}
+
+func writeJSONIndent(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

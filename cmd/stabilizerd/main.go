@@ -1,0 +1,175 @@
+// Command stabilizerd runs one Stabilizer site: it replicates the site's
+// streams to every other site, serves the key/value API and the HTTP
+// status, metrics and health endpoints.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+
+	"github.com/stabilizer/stabilizer/cmd/internal/site"
+	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stderr)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.Execute(); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "stabilizerd: %s\n", line)
+		}
+		return 1
+	}
+	return 0
+}
+
+func newRoot(stderr io.Writer) *cobra.Command {
+	var configPath string
+	root := &cobra.Command{
+		Use:   "stabilizerd --config FILE",
+		Short: "Run one Stabilizer site",
+		Long: `stabilizerd runs one site of a Stabilizer cluster from its config file.
+
+To try a local three-site cluster:
+
+  stabilizerd genconfig --sites us-east-1,eu-west-1,ap-south-1 --dir /tmp/stab
+  stabilizerd --config /tmp/stab/us-east-1.yaml &
+  stabilizerd --config /tmp/stab/eu-west-1.yaml &
+  stabilizerd --config /tmp/stab/ap-south-1.yaml &
+
+SIGTERM or SIGINT shut the site down gracefully: requests in progress finish,
+pebble is flushed and closed.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configPath == "" {
+				return errors.New("--config FILE is required (make one with: stabilizerd genconfig --help)")
+			}
+			return serve(configPath, stderr)
+		},
+	}
+	root.Flags().StringVar(&configPath, "config", "", "the site's YAML config file")
+	_ = root.MarkFlagFilename("config", "yaml", "yml")
+	root.AddCommand(newGenconfig())
+	return root
+}
+
+func serve(path string, stderr io.Writer) error {
+	cfg, err := siteconfig.Load(path)
+	if err != nil {
+		return err
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: cfg.Site, Level: hclog.LevelFromString(cfg.LogLevel), Output: stderr})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	s, err := site.Start(cfg, log)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", cfg.Site, err)
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func newGenconfig() *cobra.Command {
+	var sites, groups, dir, output, preds string
+	cmd := &cobra.Command{
+		Use:   "genconfig --sites A,B,C --dir DIR",
+		Short: "Write a config file per site for a local cluster on loopback ports",
+		Example: `  stabilizerd genconfig --sites us-east-1,eu-west-1,ap-south-1 --groups us=us-east-1,eu=eu-west-1,ap=ap-south-1 --dir /tmp/stab -o json
+  stabilizerd genconfig --sites a,b,c --predicates 'two=kth_max(2, persisted(sites))' --dir /tmp/stab`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o %q: unknown output format (known: text, json)", output)
+			}
+			o := siteconfig.GenerateOptions{Dir: dir}
+			for _, s := range strings.Split(sites, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					o.Sites = append(o.Sites, s)
+				}
+			}
+			var err error
+			if o.Groups, err = parseGroups(groups); err != nil {
+				return err
+			}
+			if o.Predicates, err = parsePredicates(preds); err != nil {
+				return err
+			}
+			gen, err := siteconfig.Generate(o)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(gen)
+			}
+			for _, g := range gen {
+				fmt.Fprintf(cmd.OutOrStdout(), "%-16s config %s  client %s  http %s\n", g.Site, g.Config, g.Client, g.HTTP)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&sites, "sites", "", "comma-separated site names, in configuration order (required)")
+	cmd.Flags().StringVar(&groups, "groups", "", "groups, e.g. us=us-east-1+us-west-2,eu=eu-west-1")
+	cmd.Flags().StringVar(&preds, "predicates", "", "named predicates, e.g. 'two=kth_max(2, persisted(sites))'; separate several with ;")
+	cmd.Flags().StringVar(&dir, "dir", "", "folder for the config files and data folders (required)")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+// parseGroups reads "us=a+b,eu=c" (members joined by + or |).
+func parseGroups(s string) (map[string][]string, error) {
+	out := map[string][]string{}
+	if s == "" {
+		return out, nil
+	}
+	for _, g := range strings.Split(s, ",") {
+		name, members, ok := strings.Cut(g, "=")
+		if !ok || name == "" || members == "" {
+			return nil, fmt.Errorf("--groups: %q is not name=site[+site...]", g)
+		}
+		out[name] = append(out[name], strings.FieldsFunc(members, func(r rune) bool { return r == '+' || r == '|' })...)
+	}
+	return out, nil
+}
+
+func parsePredicates(s string) (map[string]string, error) {
+	out := map[string]string{}
+	if s == "" {
+		return out, nil
+	}
+	for _, p := range strings.Split(s, ";") {
+		name, src, ok := strings.Cut(p, "=")
+		if !ok || strings.TrimSpace(name) == "" {
+			return nil, fmt.Errorf("--predicates: %q is not name=predicate", p)
+		}
+		out[strings.TrimSpace(name)] = strings.TrimSpace(src)
+	}
+	return out, nil
+}
