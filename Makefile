@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test demo bench lint fuzz clean
+.PHONY: all build test demo bench lint fuzz proto clean
 
 all: build
 
@@ -32,6 +32,13 @@ lint:
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./frontier -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME)
+	$(GO) test ./stabilizer/wire -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+
+# Needs protoc, protoc-gen-go and protoc-gen-go-grpc on PATH; the generated
+# code is committed so nobody else needs them.
+proto:
+	cd kv/kvpb && protoc --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative kv.proto
 
 clean:
 	$(GO) clean -testcache
