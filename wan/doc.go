@@ -59,12 +59,12 @@
 // before it, and the reader sleeps until its chunk has been "sent" before
 // reading more, so the sender is pushed back through its own socket
 // buffers. Late wake-ups do not lose rate: an idle sender's bucket holds up
-// to 5 ms of tokens, and a backlogged sender's bytes (its read filled the
-// buffer, so only the proxy was late) continue right after the previous
-// ones, up to 100 ms back. Chunks are cut to about 1 ms of the link's rate (at
-// least one segment, at most 64 KiB), so a small message on another
-// connection waits behind at most about one chunk: like a bottleneck with
-// fair queueing or a small buffer, not a bloated FIFO. Measured: 20 MB/s
+// to 5 ms of tokens, and a backlogged sender's bytes (unread bytes were left
+// in the socket, so only the proxy was late) continue right after the
+// previous ones, up to a second back. Chunks are cut to about 1 ms of the
+// link's rate (at least one segment, at most 64 KiB), so a small message
+// on another connection waits behind at most about one chunk: like a
+// bottleneck with fair queueing or a small buffer, not a bloated FIFO. Measured: 20 MB/s
 // limit, 20.0 MB/s delivered, and a concurrent ping's round trip within
 // 0.6 ms of the idle one (TestFidelityThroughput).
 //
@@ -82,8 +82,9 @@
 // partition shows: silence, then whatever timeouts their users set. Bytes
 // sent into a cut link, and bytes that were in flight when it was cut, are
 // held, up to Config.MaxHeld per connection and direction (after which the
-// sender's writes block, as with a full TCP window), and arrive one delay
-// after Restore, in order, as TCP's retransmissions would. New dials
+// sender's writes block, as with a full TCP window), and are sent again
+// from the Restore at the link's rate, arriving a delay later, in order, as
+// TCP's retransmissions would (slow start is not modelled). New dials
 // through Link.DialContext wait for the restore (a SYN being retransmitted)
 // until their context ends; a raw client of a proxy is accepted by the
 // local kernel at once but its bytes are held like any others.

@@ -228,7 +228,8 @@ func (l *Link) Cut() {
 }
 
 // Restore lets a cut link pass again. Bytes held or in flight during the cut
-// arrive one delay after the restore. Restoring a link that is not cut does
+// are sent again from the restore, at the link's rate, and arrive a delay
+// later. Restoring a link that is not cut does
 // nothing.
 func (l *Link) Restore() {
 	l.mu.Lock()

@@ -144,23 +144,29 @@ func (p *pipe) read() {
 	var w waiter
 	var prev time.Time     // arrival of the previous chunk: no overtaking
 	var prevDone time.Time // when the previous chunk was sent, on the link's clock
+	var backlogged bool    // bytes remained in the socket after the previous read
 	buf := make([]byte, maxChunk)
 	src := newStampedReader(p.src)
 	for {
 		want := p.shape.chunkSize()
-		n, now, err := src.read(buf[:want])
+		ready := time.Now()
+		n, now, more, err := src.read(buf[:want])
+		// Bytes that waited in the socket while this reader was pacing
+		// or pushed back were waiting to enter the link, as in a
+		// sender's buffer: they enter it now, not when they arrived.
+		now = latest(now, ready)
 		if n > 0 {
 			data := make([]byte, n)
 			copy(data, buf[:n])
-			// A full read means the sender had more waiting: it has been
-			// sending since its previous chunk, however late this
-			// goroutine ran.
+			// If bytes were left in the socket last time, the sender has
+			// been ahead of the link ever since its previous chunk, however
+			// late this goroutine ran.
 			var backlogSince time.Time
-			if n == want {
+			if backlogged {
 				backlogSince = prevDone
 			}
 			sent, done, arrive, lost := p.shape.schedule(now, n, backlogSince, prev)
-			prev, prevDone = arrive, done
+			prev, prevDone, backlogged = arrive, done, more
 			p.shape.m.sent.Add(float64(n))
 			if lost {
 				p.shape.m.lost.Inc()

@@ -12,7 +12,9 @@ import (
 // stampedReader reads a TCP connection together with the time the kernel
 // received the data (SO_TIMESTAMPNS). A busy host may run the reading
 // goroutine milliseconds after the bytes arrived; dating them by the
-// kernel's clock keeps that wait out of the emulated delay.
+// kernel's clock keeps that wait out of the emulated delay. It also tells
+// whether unread bytes remain (SIOCINQ): then the sender is ahead of the
+// link, which is how the token bucket knows a sender is backlogged.
 type stampedReader struct {
 	c   *net.TCPConn
 	rc  syscall.RawConn
@@ -36,28 +38,38 @@ func newStampedReader(c *net.TCPConn) *stampedReader {
 	return r
 }
 
-// read is like Read, and also returns when the bytes reached the kernel.
-func (r *stampedReader) read(buf []byte) (int, time.Time, error) {
+// read is like Read, and also returns when the bytes reached the kernel
+// and whether more bytes were already waiting behind them.
+func (r *stampedReader) read(buf []byte) (n int, at time.Time, more bool, err error) {
 	if r.rc == nil {
 		n, err := r.c.Read(buf)
-		return n, time.Now(), err
+		return n, time.Now(), n == len(buf), err
 	}
-	var n, oobn int
+	var oobn int
 	var rerr error
-	err := r.rc.Read(func(fd uintptr) bool {
+	err = r.rc.Read(func(fd uintptr) bool {
 		n, oobn, _, _, rerr = syscall.Recvmsg(int(fd), buf, r.oob, 0)
-		return rerr != syscall.EAGAIN && rerr != syscall.EINTR
+		if rerr == syscall.EAGAIN || rerr == syscall.EINTR {
+			return false
+		}
+		if rerr == nil && n > 0 {
+			// TIOCINQ is FIONREAD, which is SIOCINQ on a socket: unread bytes.
+			var avail int32
+			_, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&avail)))
+			more = e == 0 && avail > 0
+		}
+		return true
 	})
 	now := time.Now()
 	switch {
 	case err != nil:
-		return 0, now, err
+		return 0, now, false, err
 	case rerr != nil:
-		return 0, now, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("recvmsg", rerr)}
+		return 0, now, false, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("recvmsg", rerr)}
 	case n == 0:
-		return 0, now, io.EOF
+		return 0, now, false, io.EOF
 	}
-	return n, kernelTime(now, r.oob[:oobn]), nil
+	return n, kernelTime(now, r.oob[:oobn]), more, nil
 }
 
 // kernelTime converts the receive timestamp in oob to a time on now's

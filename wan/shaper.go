@@ -22,8 +22,9 @@ const (
 	// catches up instead of losing rate.
 	burstWindow = 5 * time.Millisecond
 	// backlogWindow bounds how far a backlogged sender's bytes may be
-	// dated back to keep the link's rate when the reader ran late.
-	backlogWindow = 100 * time.Millisecond
+	// dated back to keep the link's rate when the reader ran late (a
+	// host that stalls the emulator for longer loses rate).
+	backlogWindow = time.Second
 	// tlpFloor is Linux's lower bound on the tail loss probe timeout.
 	tlpFloor = 10 * time.Millisecond
 )
@@ -57,8 +58,8 @@ type shaper struct {
 // time. How far back that may reach depends on why the link had nothing
 // to send. If the sender was idle, the bucket has saved up at most
 // burstWindow of tokens, as any token bucket. If the sender was backlogged
-// since its previous chunk was done at backlogSince (its read filled the
-// buffer: only the reader's wake-up was late, typically on a busy host),
+// since its previous chunk was done at backlogSince (bytes were left
+// unread: only the reader's wake-up was late, typically on a busy host),
 // the link was never idle for it, and the bytes may continue from then, up
 // to backlogWindow back. backlogSince is zero for a sender that was not
 // backlogged or has sent nothing yet.
