@@ -71,8 +71,8 @@ func (n *Node) startApps() {
 	}
 }
 
-// deliver runs on the loop: it queues entries for their applications and
-// acks at once those of streams nobody handles.
+// deliver queues entries for their applications; it runs on the writer.
+// Entries of streams nobody handles are acked by ackUnhandled on the loop.
 func (n *Node) deliver(entries []core.Entry) {
 	for i := 0; i < len(entries); {
 		j := i
@@ -88,8 +88,24 @@ func (n *Node) deliver(entries []core.Entry) {
 			case q.wake <- struct{}{}:
 			default:
 			}
-		} else if err := n.core.Applied(id, entries[j-1].Seq); err != nil {
-			n.log.Warn("ack applied", "stream", id, "error", err)
+		}
+		i = j
+	}
+}
+
+// ackUnhandled runs on the loop: it acks `applied` at once for delivered
+// entries of streams no application handles.
+func (n *Node) ackUnhandled(entries []core.Entry) {
+	for i := 0; i < len(entries); {
+		j := i
+		id := entries[i].Stream
+		for j < len(entries) && entries[j].Stream == id {
+			j++
+		}
+		if _, ok := n.mu.apps[id.Name]; !ok {
+			if err := n.core.Applied(id, entries[j-1].Seq); err != nil {
+				n.log.Warn("ack applied", "stream", id, "error", err)
+			}
 		}
 		i = j
 	}

@@ -93,6 +93,13 @@ type Node struct {
 
 	inputs chan func()
 	ctrl   chan func()     // control-plane input, taken before data
+	// The loop hands each Ready to the writer on toWrite and gets it back
+	// on written once it is durable, sent, delivered and published; only
+	// one Ready is out at a time (the core hands out no other before
+	// Advance), and the loop keeps taking inputs meanwhile.
+	toWrite  chan *core.Ready
+	written  chan writeResult
+	inflight bool // a Ready is with the writer; only the loop touches it
 	ctx    context.Context // canceled by Close, for the node's own calls
 	cancel context.CancelFunc
 	stop   chan struct{}
@@ -141,6 +148,10 @@ func New(cfg Config) (*Node, error) {
 		m:      m,
 		inputs: make(chan func(), 4096),
 		ctrl:   make(chan func(), 1024),
+		// Buffered so that neither side ever blocks on the other: at most
+		// one Ready is out.
+		toWrite: make(chan *core.Ready, 1),
+		written: make(chan writeResult, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -193,8 +204,9 @@ func (n *Node) Start() error {
 		n.pub.setStable(s)
 	}
 	n.startApps()
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.loop()
+	go n.writer()
 	if n.cfg.Transport != nil {
 		if err := n.cfg.Transport.Start(handler{n}); err != nil {
 			n.Close()
@@ -283,7 +295,9 @@ func (n *Node) submitTo(ctx context.Context, ch chan func(), f func()) error {
 	}
 }
 
-// loop is the one goroutine that touches the core.
+// loop is the one goroutine that touches the core. It never waits for the
+// disk: Readies are written by the writer goroutine while the loop keeps
+// feeding the core inputs, which go into the next Ready.
 func (n *Node) loop() {
 	defer n.wg.Done()
 	defer close(n.done)
@@ -295,15 +309,17 @@ func (n *Node) loop() {
 			return
 		case <-t.C:
 			n.core.Tick(n.cfg.Now().UnixNano())
+		case r := <-n.written:
+			if !n.finishReady(r) {
+				return
+			}
 		case f := <-n.ctrl:
 			f()
 		case f := <-n.inputs:
 			f()
 		}
 		n.drain()
-		if !n.handleReadies() {
-			return
-		}
+		n.nextReady()
 	}
 }
 
@@ -328,29 +344,59 @@ func (n *Node) drain() {
 	}
 }
 
-// handleReadies works off every Ready in the order the core prescribes:
-// persist, send, deliver, publish, advance.
-func (n *Node) handleReadies() bool {
-	for n.core.HasReady() {
-		rd := n.core.Ready()
-		if rd.MustSync {
-			if err := n.persist(&rd); err != nil {
-				n.fail(fmt.Errorf("stabilizer: persist: %w", err))
-				return false
-			}
-		}
-		for i := range rd.Messages {
-			n.send(&rd.Messages[i])
-		}
-		if len(rd.Deliver) > 0 {
-			n.deliver(rd.Deliver)
-		}
-		n.pub.publish(rd.Frontiers, rd.StableTimes)
-		n.m.observeReady(&rd)
-		for _, err := range rd.Errors {
-			n.log.Warn("core", "error", err)
-		}
-		n.core.Advance()
+// nextReady hands the core's next Ready to the writer unless one is out.
+func (n *Node) nextReady() {
+	if n.inflight || !n.core.HasReady() {
+		return
 	}
+	rd := n.core.Ready()
+	n.inflight = true
+	n.toWrite <- &rd // never blocks: the buffer holds the one Ready out
+}
+
+// writeResult is a Ready the writer handled, or why it could not.
+type writeResult struct {
+	rd  *core.Ready
+	err error
+}
+
+// finishReady completes a Ready on the loop once the writer is done with
+// it: it acks what no application handles and advances the core.
+func (n *Node) finishReady(r writeResult) bool {
+	n.inflight = false
+	if r.err != nil {
+		n.fail(fmt.Errorf("stabilizer: persist: %w", r.err))
+		return false
+	}
+	rd := r.rd
+	n.ackUnhandled(rd.Deliver)
+	n.m.observeReady(rd)
+	for _, err := range rd.Errors {
+		n.log.Warn("core", "error", err)
+	}
+	n.core.Advance()
 	return true
+}
+
+// writer handles each Ready in the order the core prescribes: persist (and
+// fsync when it must), then send, deliver and publish. It touches no core
+// state: the Ready's slices are its own until it hands the Ready back.
+func (n *Node) writer() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case rd := <-n.toWrite:
+			err := n.persist(rd)
+			if err == nil {
+				for i := range rd.Messages {
+					n.send(&rd.Messages[i])
+				}
+				n.deliver(rd.Deliver)
+				n.pub.publish(rd.Frontiers, rd.StableTimes)
+			}
+			n.written <- writeResult{rd, err} // never blocks: one Ready out
+		}
+	}
 }

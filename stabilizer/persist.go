@@ -22,8 +22,13 @@ const (
 	keyClock     = 'c' // -> hlc
 )
 
-// persist writes what a Ready must make durable, in one synced batch.
+// persist writes a Ready's writes in one batch: synced when rd.MustSync,
+// else (frontiers and stable times under Config.Core.LazyFrontiers) applied
+// without an fsync of their own; the next synced batch makes them durable.
 func (n *Node) persist(rd *core.Ready) error {
+	if !rd.MustSync && len(rd.Frontiers) == 0 && len(rd.StableTimes) == 0 {
+		return nil
+	}
 	var b storage.Batch
 	levels := n.cfg.Schema.LevelNames()
 	for i := 0; i < len(rd.Entries); {
@@ -56,6 +61,9 @@ func (n *Node) persist(rd *core.Ready) error {
 	}
 	if !rd.Clock.IsZero() {
 		b.AppSet(nodeNS, []byte{keyClock}, appendHLC(nil, rd.Clock))
+	}
+	if !rd.MustSync {
+		return n.store.WriteNoSync(&b)
 	}
 	return n.store.Write(context.Background(), &b)
 }

@@ -600,3 +600,39 @@ func TestLargeMessagesSurviveFlushAndReopen(t *testing.T) {
 		t.Errorf("byte-limited read: %d messages, %v", len(got), err)
 	}
 }
+
+func TestWriteNoSync(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	var b Batch
+	b.AppSet("node", []byte("f"), []byte("1"))
+	if err := s.WriteNoSync(&b); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.AppGet("node", []byte("f")); err != nil || string(v) != "1" {
+		t.Fatalf("read after unsynced write: %q %v", v, err)
+	}
+	// Stream appends and acks must be synced.
+	for _, fill := range []func(*Batch){
+		func(b *Batch) { b.Append("a", "s", Message{Seq: 1}) },
+		func(b *Batch) { b.SetAck("a", "s", "applied", 1) },
+		func(b *Batch) { b.Truncate("a", "s", 0) },
+	} {
+		var b Batch
+		fill(&b)
+		if err := s.WriteNoSync(&b); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("unsynced write of %+v: %v, want ErrInvalid", b, err)
+		}
+	}
+	// A clean close keeps what was written without sync.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteNoSync(&b); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+	s = openTest(t, dir)
+	if v, err := s.AppGet("node", []byte("f")); err != nil || string(v) != "1" {
+		t.Fatalf("after reopening: %q %v", v, err)
+	}
+}

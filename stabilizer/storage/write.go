@@ -335,6 +335,50 @@ func (s *Store) stage(b *Batch, g *group, touched map[streamID]struct{}, ackTouc
 	return nil
 }
 
+// WriteNoSync applies b like Write but returns without waiting for an
+// fsync: b survives a crash of the process or machine only once a later
+// Write's fsync covers it (the WAL is sequential, so every fsync covers all
+// that was applied before), or after a clean Close. Reads see b at once.
+// Only application state and metadata may be written this way: a batch with
+// appends, acks or truncations is refused with ErrInvalid, since those must
+// be durable before anyone hears of them.
+func (s *Store) WriteNoSync(b *Batch) error {
+	if b.err != nil {
+		return b.err
+	}
+	if len(b.appends) > 0 || len(b.acks) > 0 || len(b.truncs) > 0 {
+		return fmt.Errorf("storage: write without sync: appends, acks and truncations must be synced: %w", ErrInvalid)
+	}
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if err := s.mu.failed; err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.ops.Add(1)
+	defer s.ops.Done()
+	s.mu.Unlock()
+	pb := s.db.NewBatchWithSize(b.size + 64)
+	defer pb.Close()
+	for _, op := range b.ops {
+		switch op.kind {
+		case opSet:
+			_ = pb.Set(op.key, op.value, nil)
+		case opDelete:
+			_ = pb.Delete(op.key, nil)
+		case opDeleteRange:
+			_ = pb.DeleteRange(op.key, op.value, nil)
+		}
+	}
+	if err := s.db.Apply(pb, pebble.NoSync); err != nil {
+		return fmt.Errorf("storage: write without sync: %w", err)
+	}
+	return nil
+}
+
 // Append is a shortcut for a Write of one Batch.Append.
 func (s *Store) Append(ctx context.Context, origin, stream string, msgs ...Message) error {
 	var b Batch
