@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/stabilizer/core"
 	"github.com/stabilizer/stabilizer/stabilizer/transport"
+	"github.com/stabilizer/stabilizer/stabilizer/wire"
 )
 
 // grpcCluster runs sites in this process over loopback gRPC, each with its
@@ -24,11 +26,18 @@ type grpcCluster struct {
 	dirs   map[string]string
 	nodes  map[string]*Node
 	log    func(site string) hclog.Logger
+	// wrap, when set, wraps each site's transport (to observe frames);
+	// core tunes each site's core.
+	wrap func(site string, t Transport) Transport
+	core core.Config
 }
 
-func newGRPCCluster(tb testing.TB, sites []string, log func(string) hclog.Logger) *grpcCluster {
+func newGRPCCluster(tb testing.TB, sites []string, log func(string) hclog.Logger, opts ...func(*grpcCluster)) *grpcCluster {
 	c := &grpcCluster{tb: tb, schema: &frontier.Schema{Sites: sites}, addrs: map[string]transport.PeerAddr{},
 		dirs: map[string]string{}, nodes: map[string]*Node{}, log: log}
+	for _, o := range opts {
+		o(c)
+	}
 	for _, s := range sites {
 		c.addrs[s] = transport.PeerAddr{Data: freeAddr(tb), Control: freeAddr(tb)}
 		c.dirs[s] = tb.TempDir()
@@ -67,7 +76,11 @@ func (c *grpcCluster) start(site string) {
 	if err != nil {
 		c.tb.Fatal(err)
 	}
-	n, err := New(Config{Site: site, Schema: c.schema, Dir: c.dirs[site], Transport: GRPCTransport(tr), Logger: c.log(site)})
+	var t Transport = GRPCTransport(tr)
+	if c.wrap != nil {
+		t = c.wrap(site, t)
+	}
+	n, err := New(Config{Site: site, Schema: c.schema, Dir: c.dirs[site], Transport: t, Logger: c.log(site), Core: c.core})
 	if err != nil {
 		c.tb.Fatal(err)
 	}
@@ -177,6 +190,119 @@ func BenchmarkReplicate3Sites(b *testing.B) {
 			secs := b.Elapsed().Seconds()
 			b.ReportMetric(float64(per*writers)/secs, "msgs/s")
 			b.ReportMetric(float64(per*writers*size)/secs/1e6, "MB/s")
+		})
+	}
+}
+
+// ackClock wraps a site's transport and notes, per peer, when the first
+// control frame arrived that acks a stream `persisted` up to a seq: the
+// arrival of the acks a waiter on `all` needs.
+type ackClock struct {
+	Transport
+	mu     sync.Mutex
+	stream core.StreamID
+	seq    uint64
+	at     map[string]time.Time
+}
+
+func (a *ackClock) Start(h Handler) error { return a.Transport.Start(ackHandler{h, a}) }
+
+// expect starts watching for acks of stream up to seq.
+func (a *ackClock) expect(stream core.StreamID, seq uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stream, a.seq, a.at = stream, seq, map[string]time.Time{}
+}
+
+// last returns the arrival of the last of the peers' acks.
+func (a *ackClock) last(peers int) (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var t time.Time
+	for _, at := range a.at {
+		if at.After(t) {
+			t = at
+		}
+	}
+	return t, len(a.at) == peers
+}
+
+type ackHandler struct {
+	Handler
+	a *ackClock
+}
+
+func (h ackHandler) Frame(from string, plane core.Plane, frame []byte) {
+	if plane == core.PlaneControl {
+		now := time.Now()
+		if m, err := wire.Decode(frame); err == nil {
+			h.a.mu.Lock()
+			for _, c := range m.Cells {
+				if _, seen := h.a.at[from]; !seen && c.Stream == h.a.stream && c.Level == frontier.Persisted && c.Seq >= h.a.seq {
+					h.a.at[from] = now
+				}
+			}
+			h.a.mu.Unlock()
+		}
+	}
+	h.Handler.Frame(from, plane, frame)
+}
+
+// BenchmarkWaitOverhead measures the time from the arrival of the last ack
+// a WaitFor on `all` needs to WaitFor returning, one message at a time over
+// loopback gRPC between three sites with real pebble. lazy=true runs the
+// core with LazyFrontiers (no fsync between that ack and the waiter).
+func BenchmarkWaitOverhead(b *testing.B) {
+	for _, lazy := range []bool{false, true} {
+		b.Run(fmt.Sprintf("lazy=%v", lazy), func(b *testing.B) {
+			clock := &ackClock{}
+			c := newGRPCCluster(b, []string{"a", "b", "c"}, func(string) hclog.Logger { return hclog.NewNullLogger() },
+				func(c *grpcCluster) {
+					c.core.LazyFrontiers = lazy
+					c.wrap = func(site string, t Transport) Transport {
+						if site != "a" {
+							return t
+						}
+						clock.Transport = t
+						return clock
+					}
+				})
+			ctx := context.Background()
+			n := c.nodes["a"]
+			id := core.StreamID{Origin: "a", Name: "bench"}
+			// Let the connections come up.
+			a, err := n.Append(ctx, "bench", []byte("warm-up"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := n.WaitFor(ctx, id, "all", a.Seq); err != nil {
+				b.Fatal(err)
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				clock.expect(id, a.Seq+1)
+				a, err = n.Append(ctx, "bench", []byte("x"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := n.WaitFor(ctx, id, "all", a.Seq); err != nil {
+					b.Fatal(err)
+				}
+				done := time.Now()
+				if t, ok := clock.last(2); ok {
+					lat = append(lat, done.Sub(t))
+				}
+			}
+			b.StopTimer()
+			if len(lat) == 0 {
+				b.Fatal("no ack arrivals observed")
+			}
+			slices.Sort(lat)
+			q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+			b.ReportMetric(q(0.5), "p50-µs")
+			b.ReportMetric(q(0.99), "p99-µs")
+			b.ReportMetric(float64(len(lat))/float64(b.N), "observed")
 		})
 	}
 }

@@ -92,18 +92,18 @@ type Node struct {
 	m     *metrics
 
 	inputs chan func()
-	ctrl   chan func()     // control-plane input, taken before data
+	ctrl   chan func() // control-plane input, taken before data
 	// The loop hands each Ready to the writer on toWrite and gets it back
 	// on written once it is durable, sent, delivered and published; only
 	// one Ready is out at a time (the core hands out no other before
 	// Advance), and the loop keeps taking inputs meanwhile.
 	toWrite  chan *core.Ready
 	written  chan writeResult
-	inflight bool // a Ready is with the writer; only the loop touches it
-	ctx    context.Context // canceled by Close, for the node's own calls
-	cancel context.CancelFunc
-	stop   chan struct{}
-	done   chan struct{}
+	inflight bool            // a Ready is with the writer; only the loop touches it
+	ctx      context.Context // canceled by Close, for the node's own calls
+	cancel   context.CancelFunc
+	stop     chan struct{}
+	done     chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -152,8 +152,8 @@ func New(cfg Config) (*Node, error) {
 		// one Ready is out.
 		toWrite: make(chan *core.Ready, 1),
 		written: make(chan writeResult, 1),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.mu.apps = map[string]*appQueue{}
