@@ -1,0 +1,152 @@
+package lin
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stabilizer/stabilizer/stabilizer/storage"
+)
+
+// The raft state lives in the store's application namespace:
+//
+//	"hs"                 hard state (term, vote, commit)
+//	"snap"               the latest snapshot (metadata and state machine)
+//	"e" index(8 bytes)   log entries, big-endian so they scan in order
+//
+// A raft.MemoryStorage holds the log from the latest snapshot on: it is
+// the raft.Storage raft reads, and it only ever receives what was first
+// made durable here.
+var (
+	keyHardState = []byte("hs")
+	keySnapshot  = []byte("snap")
+	entryPrefix  = []byte("e")
+)
+
+func entryKey(index uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), entryPrefix...), index)
+}
+
+// initialSnapshot is the state every voter starts from: index 1, term 1,
+// the configured voters. Starting from a snapshot rather than from
+// configuration-change entries means every site can start on its own,
+// with nothing to bootstrap.
+func initialSnapshot(voters []uint64) *pb.Snapshot {
+	return &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
+		Index:     new(uint64(1)),
+		Term:      new(uint64(1)),
+		ConfState: &pb.ConfState{Voters: voters},
+	}}
+}
+
+// raftLog persists raft's state to the store.
+type raftLog struct {
+	st *storage.Store
+	ns string
+}
+
+// load reads what was persisted into a fresh MemoryStorage; on first start
+// it holds the initial snapshot.
+func (l *raftLog) load(voters []uint64) (*raft.MemoryStorage, *pb.Snapshot, error) {
+	ms := raft.NewMemoryStorage()
+	snap := initialSnapshot(voters)
+	hs := &pb.HardState{Term: new(uint64(1)), Commit: new(uint64(1))}
+	if b, err := l.st.AppGet(l.ns, keySnapshot); err == nil {
+		snap = &pb.Snapshot{}
+		if err := proto.Unmarshal(b, snap); err != nil {
+			return nil, nil, fmt.Errorf("lin: load snapshot: %w", err)
+		}
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		return nil, nil, fmt.Errorf("lin: load snapshot: %w", err)
+	}
+	if b, err := l.st.AppGet(l.ns, keyHardState); err == nil {
+		hs = &pb.HardState{}
+		if err := proto.Unmarshal(b, hs); err != nil {
+			return nil, nil, fmt.Errorf("lin: load hard state: %w", err)
+		}
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		return nil, nil, fmt.Errorf("lin: load hard state: %w", err)
+	}
+	if err := ms.ApplySnapshot(snap); err != nil {
+		return nil, nil, fmt.Errorf("lin: load snapshot: %w", err)
+	}
+	var ents []*pb.Entry
+	next := snap.GetMetadata().GetIndex() + 1
+	err := l.st.AppScan(l.ns, entryKey(next), entryKey(1<<64-1), func(_, v []byte) error {
+		e := &pb.Entry{}
+		if err := proto.Unmarshal(v, e); err != nil {
+			return err
+		}
+		if e.GetIndex() != next {
+			return fmt.Errorf("entry %d follows %d", e.GetIndex(), next-1)
+		}
+		next++
+		ents = append(ents, e)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("lin: load log: %w", err)
+	}
+	if err := ms.Append(ents); err != nil {
+		return nil, nil, fmt.Errorf("lin: load log: %w", err)
+	}
+	if err := ms.SetHardState(hs); err != nil {
+		return nil, nil, fmt.Errorf("lin: load hard state: %w", err)
+	}
+	return ms, snap, nil
+}
+
+// save makes a Ready's snapshot, entries and hard state durable, in one
+// atomic write.
+func (l *raftLog) save(ctx context.Context, snap *pb.Snapshot, ents []*pb.Entry, hs *pb.HardState) error {
+	var b storage.Batch
+	if !raft.IsEmptySnap(snap) {
+		data, err := proto.Marshal(snap)
+		if err != nil {
+			return err
+		}
+		b.AppSet(l.ns, keySnapshot, data)
+		// The snapshot replaces the whole log.
+		b.AppDeleteRange(l.ns, entryPrefix, entryKey(1<<64-1))
+	}
+	if len(ents) > 0 {
+		// New entries replace any conflicting tail.
+		b.AppDeleteRange(l.ns, entryKey(ents[0].GetIndex()), entryKey(1<<64-1))
+		for _, e := range ents {
+			data, err := proto.Marshal(e)
+			if err != nil {
+				return err
+			}
+			b.AppSet(l.ns, entryKey(e.GetIndex()), data)
+		}
+	}
+	if !raft.IsEmptyHardState(hs) {
+		data, err := proto.Marshal(hs)
+		if err != nil {
+			return err
+		}
+		b.AppSet(l.ns, keyHardState, data)
+	}
+	if b.Empty() {
+		return nil
+	}
+	return l.st.Write(ctx, &b)
+}
+
+// compact persists a snapshot made by this site and deletes the entries it
+// covers.
+func (l *raftLog) compact(ctx context.Context, snap *pb.Snapshot) error {
+	data, err := proto.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	var b storage.Batch
+	b.AppSet(l.ns, keySnapshot, data)
+	b.AppDeleteRange(l.ns, entryPrefix, entryKey(snap.GetMetadata().GetIndex()+1))
+	return l.st.Write(ctx, &b)
+}
