@@ -42,6 +42,40 @@ func (n *Node) Append(ctx context.Context, stream string, payload []byte) (Appen
 	return res, nil
 }
 
+// AppendBatch adds payloads, in order, to this site's stream: consecutive
+// seqs, increasing HLCs, returned in order. Like Append it returns at once,
+// before the messages are durable, but the whole batch costs one round trip
+// to the node's loop where Append costs one per message. Either every
+// payload is appended or, on error, none. The caller must not change the
+// payloads afterwards.
+func (n *Node) AppendBatch(ctx context.Context, stream string, payloads [][]byte) ([]Appended, error) {
+	if len(payloads) == 0 {
+		return nil, nil
+	}
+	out := make([]Appended, len(payloads))
+	id := core.StreamID{Origin: n.cfg.Site, Name: stream}
+	var err error
+	derr := n.do(ctx, func() {
+		for i, p := range payloads {
+			var seq uint64
+			var h core.HLC
+			// Only the stream name can fail, so only the first can.
+			if seq, h, err = n.core.Append(stream, p); err != nil {
+				return
+			}
+			out[i] = Appended{Stream: id, Seq: seq, HLC: h}
+		}
+	})
+	if derr != nil {
+		return nil, fmt.Errorf("stabilizer: append batch to %q: %w", stream, derr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	n.m.appends.Add(float64(len(out)))
+	return out, nil
+}
+
 // Predicate resolves a predicate given by name or as source: the name under
 // which the core evaluates it. Inline sources are registered with the core
 // on first use under the name "=" + source.

@@ -147,51 +147,75 @@ func TestGRPCFiveSites(t *testing.T) {
 
 // BenchmarkReplicate3Sites appends from one site of three, over loopback
 // gRPC with real pebble, and waits until every message is persisted at all
-// three (the `all` predicate). Run with -benchtime=200000x or more.
+// three (the `all` predicate). api=append: 64 writers calling Append;
+// api=batch: 8 writers calling AppendBatch with 64 messages at a time. Run
+// with -benchtime=200000x or more for 256 bytes, 5000x or more for 64 KiB.
 func BenchmarkReplicate3Sites(b *testing.B) {
 	for _, size := range []int{256, 64 << 10} {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			c := newGRPCCluster(b, []string{"a", "b", "c"}, func(string) hclog.Logger { return hclog.NewNullLogger() })
-			ctx := context.Background()
-			n := c.nodes["a"]
-			payload := make([]byte, size)
-			const writers = 64
-			var wg sync.WaitGroup
-			per := b.N / writers
-			b.ResetTimer()
-			var last [writers]Appended
-			for w := range writers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range per {
-						a, err := n.Append(ctx, "bench", payload)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						last[w] = a
-					}
-				}()
-			}
-			wg.Wait()
-			var top Appended
-			for _, a := range last {
-				if a.Seq > top.Seq {
-					top = a
-				}
-			}
-			if top.Seq > 0 {
-				if err := n.WaitFor(ctx, core.StreamID{Origin: "a", Name: "bench"}, "all", top.Seq); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			secs := b.Elapsed().Seconds()
-			b.ReportMetric(float64(per*writers)/secs, "msgs/s")
-			b.ReportMetric(float64(per*writers*size)/secs/1e6, "MB/s")
-		})
+		for _, api := range []string{"append", "batch"} {
+			b.Run(fmt.Sprintf("size=%d/api=%s", size, api), func(b *testing.B) {
+				benchReplicate(b, size, api == "batch")
+			})
+		}
 	}
+}
+
+func benchReplicate(b *testing.B, size int, batch bool) {
+	c := newGRPCCluster(b, []string{"a", "b", "c"}, func(string) hclog.Logger { return hclog.NewNullLogger() })
+	ctx := context.Background()
+	n := c.nodes["a"]
+	payload := make([]byte, size)
+	writers, per := 64, 1
+	if batch {
+		writers, per = 8, 64
+	}
+	rounds := b.N / (writers * per)
+	payloads := make([][]byte, per)
+	for i := range payloads {
+		payloads[i] = payload
+	}
+	var wg sync.WaitGroup
+	last := make([]Appended, writers)
+	b.ResetTimer()
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				var as []Appended
+				var err error
+				if batch {
+					as, err = n.AppendBatch(ctx, "bench", payloads)
+				} else {
+					var a Appended
+					a, err = n.Append(ctx, "bench", payload)
+					as = []Appended{a}
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				last[w] = as[len(as)-1]
+			}
+		}()
+	}
+	wg.Wait()
+	var top Appended
+	for _, a := range last {
+		if a.Seq > top.Seq {
+			top = a
+		}
+	}
+	if top.Seq > 0 {
+		if err := n.WaitFor(ctx, core.StreamID{Origin: "a", Name: "bench"}, "all", top.Seq); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	msgs := rounds * writers * per
+	secs := b.Elapsed().Seconds()
+	b.ReportMetric(float64(msgs)/secs, "msgs/s")
+	b.ReportMetric(float64(msgs*size)/secs/1e6, "MB/s")
 }
 
 // ackClock wraps a site's transport and notes, per peer, when the first

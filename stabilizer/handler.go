@@ -78,7 +78,7 @@ func (n *Node) send(m *core.Message) {
 	if n.cfg.Transport == nil {
 		return
 	}
-	frame := wire.Append(nil, m)
+	frame := wire.Append(make([]byte, 0, wire.SizeHint(m)), m)
 	if err := n.cfg.Transport.Send(m.To, m.Plane(), frame); err != nil {
 		n.log.Trace("send dropped", "to", m.To, "type", m.Type, "error", err)
 		return

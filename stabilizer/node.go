@@ -30,6 +30,13 @@ var (
 	ErrUnknownStream = core.ErrUnknownStream
 )
 
+// The node's defaults for zero fields of Config.Core.
+const (
+	DefaultMaxBatchBytes    = 1 << 20
+	DefaultMaxInflightBytes = 16 << 20
+	DefaultMaxMemoryBytes   = 32 << 20
+)
+
 // Config configures a Node. Zero fields take the documented defaults.
 type Config struct {
 	// Site is this site's name; it must be in Schema.Sites. Required.
@@ -51,7 +58,10 @@ type Config struct {
 	TickInterval time.Duration
 	// Core tunes the protocol core (batch sizes, in-flight bytes, tick
 	// counts); Site, Schema, Predicates, Storage and Rand are set by the
-	// node.
+	// node. Where the core's own defaults suit a simulation more than
+	// disks and networks whose round trips take an fsync, the node sets
+	// zero fields to its own defaults: MaxBatchBytes 1 MiB,
+	// MaxInflightBytes 16 MiB, MaxMemoryBytes 32 MiB.
 	Core core.Config
 	// Now is the physical clock for the HLC. Default time.Now.
 	Now func() time.Time
@@ -189,6 +199,18 @@ func (n *Node) Start() error {
 	ccfg := n.cfg.Core
 	ccfg.Site, ccfg.Schema, ccfg.Predicates = n.cfg.Site, n.cfg.Schema, n.cfg.Predicates
 	ccfg.Storage = logReader{n.store}
+	// A round trip to a peer includes its fsync, often milliseconds: the
+	// window must cover that at full speed, and entries queued behind it
+	// should stay in memory rather than be read back from pebble.
+	if ccfg.MaxBatchBytes == 0 {
+		ccfg.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if ccfg.MaxInflightBytes == 0 {
+		ccfg.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if ccfg.MaxMemoryBytes == 0 {
+		ccfg.MaxMemoryBytes = DefaultMaxMemoryBytes
+	}
 	var seed [16]byte
 	_, _ = crand.Read(seed[:])
 	ccfg.Rand = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))

@@ -263,3 +263,52 @@ func TestErrors(t *testing.T) {
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
+
+func TestAppendBatch(t *testing.T) {
+	c := newCluster(t, "a", "b")
+	ctx := ctxT(t)
+	n := c.nodes["a"]
+	first, err := n.Append(ctx, "log", []byte("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := n.AppendBatch(ctx, "log", [][]byte{[]byte("1"), []byte("2"), []byte("3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(as) != 3 {
+		t.Fatalf("got %d results, want 3", len(as))
+	}
+	prev := first
+	for i, a := range as {
+		if a.Stream != first.Stream || a.Seq != first.Seq+uint64(i)+1 || !prev.HLC.Less(a.HLC) {
+			t.Fatalf("result %d: %+v after %+v", i, a, prev)
+		}
+		prev = a
+	}
+	if as, err := n.AppendBatch(ctx, "log", nil); err != nil || len(as) != 0 {
+		t.Fatalf("empty batch: %v %v", as, err)
+	}
+	if _, err := n.AppendBatch(ctx, "", [][]byte{[]byte("x")}); !errors.Is(err, core.ErrBadStreamName) {
+		t.Fatalf("bad stream name: %v", err)
+	}
+	// Nothing of the refused batch was appended: the next seq follows.
+	next, err := n.Append(ctx, "log", []byte("4"))
+	if err != nil || next.Seq != prev.Seq+1 {
+		t.Fatalf("after a refused batch: %+v %v, want seq %d", next, err, prev.Seq+1)
+	}
+	if err := c.nodes["b"].WaitFor(ctx, next.Stream, "applied(self)", next.Seq); err != nil {
+		t.Fatal(err)
+	}
+	r := c.apps["b"]
+	r.mu.Lock()
+	got := strings.Join(r.got[next.Stream], ",")
+	r.mu.Unlock()
+	if got != "0,1,2,3,4" {
+		t.Fatalf("b applied %s, want 0,1,2,3,4", got)
+	}
+	c.stop("a")
+	if _, err := n.AppendBatch(ctx, "log", [][]byte{nil}); !errors.Is(err, ErrStopped) {
+		t.Fatalf("after close: %v", err)
+	}
+}

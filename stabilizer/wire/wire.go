@@ -16,6 +16,27 @@ const format byte = 1
 // ErrMalformed is wrapped by every decoding error.
 var ErrMalformed = errors.New("wire: malformed message")
 
+// SizeHint returns an upper bound of the encoded size of m, to size the
+// buffer given to Append so that large batches are copied once.
+func SizeHint(m *core.Message) int {
+	const v = binary.MaxVarintLen64
+	n := 2 + 6*v + len(m.From) + len(m.To) + len(m.Reason) + 4*v
+	for i := range m.Entries {
+		e := &m.Entries[i]
+		n += 6*v + len(e.Stream.Origin) + len(e.Stream.Name) + len(e.Payload)
+	}
+	for _, ps := range [][]core.Position{m.Positions, m.Heads} {
+		for i := range ps {
+			n += 5*v + len(ps[i].Stream.Origin) + len(ps[i].Stream.Name)
+		}
+	}
+	for i := range m.Cells {
+		c := &m.Cells[i]
+		n += 8*v + len(c.Stream.Origin) + len(c.Stream.Name) + len(c.Site)
+	}
+	return n
+}
+
 // Append appends the encoding of m to dst.
 func Append(dst []byte, m *core.Message) []byte {
 	dst = append(dst, format, byte(m.Type))

@@ -33,6 +33,9 @@ func TestRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, m) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", got, m)
 		}
+		if n, hint := len(Append(nil, &m)), SizeHint(&m); n > hint {
+			t.Fatalf("encoded %d bytes, SizeHint %d", n, hint)
+		}
 	}
 }
 
