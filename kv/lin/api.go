@@ -264,6 +264,9 @@ func (n *Node) readIndex(ctx context.Context) error {
 // no quorum, or (if the request was proposed) an unknown outcome.
 func (n *Node) explain(cause error, proposed bool) error {
 	if cause == ErrStopped || cause == ErrNotStarted {
+		if proposed {
+			return fmt.Errorf("%w: %w", ErrUnknownOutcome, cause)
+		}
 		return cause
 	}
 	n.mu.Lock()
