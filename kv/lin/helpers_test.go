@@ -33,6 +33,8 @@ type cluster struct {
 	dirs  map[string]string
 	tweak func(*Config)
 
+	began time.Time
+
 	mu     sync.Mutex
 	nodes  map[string]*Node
 	stores map[string]*storage.Store
@@ -50,6 +52,7 @@ func newCluster(t testing.TB, n int, tweak func(*Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, net: newMemNet(), sites: slices.Clone(siteNames[:n]), dirs: map[string]string{}, tweak: tweak,
 		nodes: map[string]*Node{}, stores: map[string]*storage.Store{}}
+	c.began = time.Now()
 	for _, s := range c.sites {
 		c.dirs[s] = t.TempDir()
 	}
@@ -113,6 +116,9 @@ func (c *cluster) stop(site string) {
 		c.t.Errorf("close store %s: %v", site, err)
 	}
 }
+
+// t0 is when the cluster was made, for printing times.
+func (c *cluster) t0() time.Time { return c.began }
 
 func (c *cluster) node(site string) *Node {
 	c.mu.Lock()
