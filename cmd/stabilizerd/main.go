@@ -86,7 +86,7 @@ func serve(path string, stderr io.Writer) error {
 	}
 	<-ctx.Done()
 	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/stabilizer/stabilizer/kv"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/stabilizer"
+	"github.com/stabilizer/stabilizer/stabilizer/core"
 	"github.com/stabilizer/stabilizer/stabilizer/transport"
 )
 
@@ -96,7 +97,8 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 		return nil, err
 	}
 	node, err := stabilizer.New(stabilizer.Config{Site: cfg.Site, Schema: cfg.Schema(), Predicates: cfg.Predicates,
-		Dir: cfg.DataPath(), Transport: stabilizer.GRPCTransport(tr), Logger: log.Named("node"), Registerer: s.reg})
+		Dir: cfg.DataPath(), Transport: stabilizer.GRPCTransport(tr), Logger: log.Named("node"), Registerer: s.reg,
+		TickInterval: time.Millisecond, Core: wanTicks})
 	if err != nil {
 		tr.Close()
 		return nil, err
@@ -160,6 +162,13 @@ func (s *Site) serveGRPC(l net.Listener, tlsCfg *tls.Config) {
 		}
 	}()
 }
+
+// wanTicks sizes the core's tick counts for 1 ms ticks on a wide-area
+// network: a channel is reopened only after 3 s without progress (several
+// of the longest inter-region round trips, so a slow ocean crossing is not
+// mistaken for a lost session), and the whole ack row is resent every
+// second to repair lost deltas.
+var wanTicks = core.Config{ResendTicks: 3000, FullAckInterval: 1000, HeartbeatInterval: 10}
 
 // predicateLabel keeps the metric's label set small: inline predicates
 // share one label.

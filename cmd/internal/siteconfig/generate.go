@@ -23,6 +23,10 @@ type GenerateOptions struct {
 	Route func(from, to, plane, addr string) string
 	// Predicates are added to every site's config.
 	Predicates map[string]string
+	// Listen, if set, are the sites' listen addresses (one per site, in
+	// Sites order), reserved beforehand with FreePorts; otherwise Generate
+	// reserves free ports itself.
+	Listen []Listen
 }
 
 // Generated is one generated site, as `genconfig -o json` prints it.
@@ -51,14 +55,15 @@ func Generate(o GenerateOptions) ([]Generated, error) {
 	if o.Route == nil {
 		o.Route = func(_, _, _, addr string) string { return addr }
 	}
-	ports, err := freePorts(o.Host, 4*len(o.Sites))
-	if err != nil {
-		return nil, err
+	listen := o.Listen
+	if listen == nil {
+		var err error
+		if listen, err = ReserveListen(o.Host, len(o.Sites)); err != nil {
+			return nil, err
+		}
 	}
-	listen := make([]Listen, len(o.Sites))
-	for i := range o.Sites {
-		p := ports[4*i : 4*i+4]
-		listen[i] = Listen{Data: p[0], Control: p[1], Client: p[2], HTTP: p[3]}
+	if len(listen) != len(o.Sites) {
+		return nil, fmt.Errorf("genconfig: %d listen address sets for %d sites", len(listen), len(o.Sites))
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("genconfig: %w", err)
@@ -109,10 +114,27 @@ func writeNew(path string, c *Config) error {
 	return f.Close()
 }
 
-// freePorts reserves n distinct free ports by listening on port 0. The
+// ReserveListen picks free ports on host for n sites' listen addresses.
+func ReserveListen(host string, n int) ([]Listen, error) {
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ports, err := FreePorts(host, 4*n)
+	if err != nil {
+		return nil, err
+	}
+	listen := make([]Listen, n)
+	for i := range listen {
+		p := ports[4*i : 4*i+4]
+		listen[i] = Listen{Data: p[0], Control: p[1], Client: p[2], HTTP: p[3]}
+	}
+	return listen, nil
+}
+
+// FreePorts reserves n distinct free ports by listening on port 0. The
 // listeners are closed before returning, so another process could take a
 // port in between; on a loopback test cluster that is rare enough.
-func freePorts(host string, n int) ([]string, error) {
+func FreePorts(host string, n int) ([]string, error) {
 	var addrs []string
 	var ls []net.Listener
 	defer func() {
