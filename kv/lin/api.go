@@ -310,6 +310,9 @@ type Status struct {
 	Term    uint64
 	State   string // Leader, Follower, Candidate, PreCandidate
 	Applied uint64
+	// Snapshot is the index of the latest snapshot this site made or
+	// installed (1: the initial state).
+	Snapshot uint64
 	// Reachable lists the voters the leader heard from recently; empty on
 	// other sites.
 	Reachable []string
@@ -319,7 +322,7 @@ type Status struct {
 func (n *Node) Status() Status {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	s := Status{Site: n.cfg.Site, Term: n.mu.term, State: n.mu.state.String(), Applied: n.mu.applied, Reachable: slices.Clone(n.mu.reachable)}
+	s := Status{Site: n.cfg.Site, Term: n.mu.term, State: n.mu.state.String(), Applied: n.mu.applied, Snapshot: n.mu.snapIndex, Reachable: slices.Clone(n.mu.reachable)}
 	if n.mu.leader != raft.None {
 		s.Leader = n.names[n.mu.leader-1]
 	}

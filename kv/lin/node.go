@@ -67,6 +67,7 @@ type Node struct {
 		state           raft.StateType
 		reachable       []string // when leader: voters heard from recently
 		transferring    bool
+		snapIndex       uint64 // index of the latest snapshot, made or installed
 	}
 }
 
@@ -121,6 +122,7 @@ func New(cfg Config) (*Node, error) {
 	n.loop.heard = map[uint64]uint64{}
 	n.mu.fsm = f
 	n.mu.applied = n.loop.snapIndex
+	n.mu.snapIndex = n.loop.snapIndex
 	n.mu.appliedCh = make(chan struct{})
 	n.mu.waiters = map[uint64]*waiter{}
 	n.mu.readWaiters = map[uint64]chan uint64{}
@@ -428,6 +430,7 @@ func (n *Node) handleReady() error {
 		n.loop.snapIndex = idx
 		n.mu.Lock()
 		n.mu.fsm = f
+		n.mu.snapIndex = idx
 		n.setAppliedLocked(idx)
 		n.mu.Unlock()
 		n.log.Info("installed snapshot", "index", idx)
@@ -577,6 +580,9 @@ func (n *Node) maybeCompact(ctx context.Context) error {
 		return fmt.Errorf("lin: persist snapshot at %d: %w", applied, err)
 	}
 	n.loop.snapIndex = applied
+	n.mu.Lock()
+	n.mu.snapIndex = applied
+	n.mu.Unlock()
 	if applied > n.cfg.CatchUpEntries {
 		if first, _ := n.ms.FirstIndex(); applied-n.cfg.CatchUpEntries > first {
 			if err := n.ms.Compact(applied - n.cfg.CatchUpEntries); err != nil {
