@@ -13,6 +13,9 @@ const bothPlanes = 1<<core.PlaneData | 1<<core.PlaneControl
 type handler struct{ n *Node }
 
 func (h handler) Frame(from string, plane core.Plane, frame []byte) {
+	if h.n.channelFrame(from, frame) {
+		return
+	}
 	m, err := wire.Decode(frame)
 	if err != nil {
 		h.n.log.Warn("dropping malformed frame", "from", from, "plane", plane, "error", err)

@@ -122,7 +122,9 @@ type Node struct {
 		err     error // why the loop stopped, if it failed
 		apps    map[string]*appQueue
 		inline  map[string]bool // inline predicates registered with the core
-		planes  map[string]uint8
+		// channels are the application channels, by tag (channels.go).
+		channels map[byte]ChannelHandler
+		planes   map[string]uint8
 	}
 	wg  sync.WaitGroup
 	pub publisher
