@@ -20,7 +20,8 @@ var (
 	// TTL out of range.
 	ErrInvalid = errors.New("lin: invalid argument")
 	// ErrNoLeader is wrapped by *NoLeaderError: no leader was known before
-	// the deadline. The request was not proposed and did not happen.
+	// the deadline. Unless the error also matches ErrUnknownOutcome, the
+	// request was never proposed and did not happen.
 	ErrNoLeader = errors.New("lin: no leader")
 	// ErrNoQuorum is wrapped by *NoQuorumError: the leader cannot reach a
 	// majority of the voters.

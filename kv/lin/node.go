@@ -296,6 +296,9 @@ func (n *Node) tick() {
 		}
 		if n.loop.ticks%uint64(n.cfg.ElectionTicks) == 0 {
 			n.preferLeader(st)
+			// Forget expiries proposed long ago: if one was lost, propose
+			// it again.
+			clear(n.loop.expiring)
 		}
 	} else {
 		clear(n.loop.expiring)
