@@ -23,6 +23,7 @@ type Server struct {
 	kvpb.UnimplementedAdminServer
 	store *Store
 	node  *stabilizer.Node
+	lin   *Linear
 	// Observe, if set, is told each request's method, predicate and time.
 	Observe func(method, predicate string, d time.Duration, err error)
 }
@@ -40,12 +41,18 @@ func (s *Server) observe(method, pred string, start time.Time, err error) {
 
 func (s *Server) Put(ctx context.Context, r *kvpb.PutRequest) (_ *kvpb.WriteResponse, err error) {
 	defer s.observe("put", r.Wait, time.Now(), err)
+	if s.isLinear(r.Key) {
+		return s.linPut(ctx, r.Key, r.Value, false, r.TimeoutMs)
+	}
 	res, err := s.store.Put(ctx, r.Key, r.Value, WriteOptions{Wait: r.Wait, Timeout: timeout(r.TimeoutMs)})
 	return writeResponse(res), toStatus(err)
 }
 
 func (s *Server) Delete(ctx context.Context, r *kvpb.DeleteRequest) (_ *kvpb.WriteResponse, err error) {
 	defer s.observe("delete", r.Wait, time.Now(), err)
+	if s.isLinear(r.Key) {
+		return s.linPut(ctx, r.Key, nil, true, r.TimeoutMs)
+	}
 	res, err := s.store.Delete(ctx, r.Key, WriteOptions{Wait: r.Wait, Timeout: timeout(r.TimeoutMs)})
 	return writeResponse(res), toStatus(err)
 }
@@ -57,6 +64,9 @@ func writeResponse(r WriteResult) *kvpb.WriteResponse {
 func (s *Server) Get(ctx context.Context, r *kvpb.GetRequest) (_ *kvpb.GetResponse, err error) {
 	pred := r.Stable + r.Quorum + r.Snapshot
 	defer s.observe("get", pred, time.Now(), err)
+	if s.isLinear(r.Key) {
+		return s.linGet(ctx, r)
+	}
 	res, err := s.store.Get(ctx, r.Key, ReadOptions{Stable: r.Stable, Quorum: r.Quorum, Snapshot: r.Snapshot,
 		Session: r.Session, Timeout: timeout(r.TimeoutMs)})
 	if err != nil {
@@ -161,6 +171,10 @@ func (s *Server) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.Statu
 		if site != s.node.Site() {
 			out.Peers = append(out.Peers, &kvpb.PeerStatus{Site: site, Connected: conn[site]})
 		}
+	}
+	if s.lin != nil {
+		ls := s.lin.Node.Status()
+		out.Lin = &kvpb.LinStatus{Prefix: s.lin.Prefix, Voters: s.lin.Voters, Leader: ls.Leader, Term: ls.Term, State: ls.State, Preferred: s.lin.Preferred}
 	}
 	streams, err := s.node.Streams(ctx)
 	if err != nil {

@@ -159,6 +159,14 @@ func newClusterCmd(g *globals, r *remote) *cobra.Command {
 				}
 				fmt.Fprintf(w, "%s\t%s\n", p.Site, state)
 			}
+			if l := res.Lin; l != nil {
+				leader := l.Leader
+				if leader == "" {
+					leader = "none known"
+				}
+				fmt.Fprintf(w, "\nlinearizable keys under %s: raft voters %s, leader %s (term %d, this site %s), preferred %s\n",
+					l.Prefix, strings.Join(l.Voters, ","), leader, l.Term, l.State, l.Preferred)
+			}
 			fmt.Fprintln(w, "\nSTREAM\tHEAD\tPERSISTED HERE")
 			for _, s := range res.Streams {
 				fmt.Fprintf(w, "%s/%s\t%d\t%d\n", s.Origin, s.Stream, s.Head, s.Persisted)

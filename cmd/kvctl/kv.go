@@ -352,6 +352,10 @@ func printWrite(w io.Writer, format, key, wait string, res *kvpb.WriteResponse, 
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", key, out.Origin, out.Seq, out.HLC, out.Session)
 		return tw.Flush()
 	}
+	if out.Origin == kv.LinOrigin {
+		fmt.Fprintf(w, "OK %s version %d (linearizable)\n", key, out.Seq)
+		return nil
+	}
 	fmt.Fprintf(w, "OK %s/kv seq %d\n", out.Origin, out.Seq)
 	return nil
 }

@@ -74,7 +74,7 @@ See DESIGN.md §3 for the language.`,
 	pred.AddCommand(newPredicateRemoteCmds(g, r)...)
 	root.AddCommand(pred)
 	root.AddCommand(newKVCmds(g, r)...)
-	root.AddCommand(newFrontierCmd(g, r), newClusterCmd(g, r))
+	root.AddCommand(newFrontierCmd(g, r), newClusterCmd(g, r), newCASCmd(g, r), newLeaseCmd(g, r))
 	return root
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -12,9 +13,12 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/wan"
 )
 
@@ -52,16 +56,25 @@ func (w *workload) run(ctx context.Context) ([]*result, error) {
 	rows := map[[2]string]*result{}
 	var order []*result
 	for _, p := range w.predicates {
-		src := p
-		if b, ok := frontier.Builtins[p]; ok {
-			src = b
-		}
-		cp, err := frontier.Compile(src, schema)
-		if err != nil {
-			return nil, fmt.Errorf("predicate %q: %w (named predicates other than the built-ins must be given as source here)", p, err)
+		var cp *frontier.Predicate
+		if !isLin(p) {
+			src := p
+			if b, ok := frontier.Builtins[p]; ok {
+				src = b
+			}
+			var err error
+			if cp, err = frontier.Compile(src, schema); err != nil {
+				return nil, fmt.Errorf("predicate %q: %w (named predicates other than the built-ins must be given as source here)", p, err)
+			}
 		}
 		for _, s := range w.st.Sites {
-			r := &result{Predicate: p, Region: s.Site, BoundMs: float64(bound(w.topo, cp, schema, s.Site)) / 1e6}
+			var b time.Duration
+			if cp != nil {
+				b = bound(w.topo, cp, schema, s.Site)
+			} else {
+				b = linBound(w.topo, s.Site)
+			}
+			r := &result{Predicate: p, Region: s.Site, BoundMs: float64(b) / 1e6}
 			rows[[2]string{p, s.Site}] = r
 			order = append(order, r)
 		}
@@ -115,7 +128,18 @@ func (w *workload) run(ctx context.Context) ([]*result, error) {
 				p := w.predicates[n%len(w.predicates)]
 				rec := g.next()
 				start := time.Now()
-				_, err := c.Put(ctx, rec.key, rec.value, p, w.timeout)
+				var err error
+				switch p {
+				case linPut:
+					_, err = c.Put(ctx, "/lin/"+rec.key, rec.value, "", w.timeout)
+				case linGet:
+					_, err = c.Get(ctx, &kvpb.GetRequest{Key: "/lin/jobs/probe", TimeoutMs: w.timeout.Milliseconds()})
+					if status.Code(err) == codes.NotFound {
+						err = nil
+					}
+				default:
+					_, err = c.Put(ctx, rec.key, rec.value, p, w.timeout)
+				}
 				d := time.Since(start)
 				if ctx.Err() != nil {
 					return
@@ -147,6 +171,37 @@ func (w *workload) run(ctx context.Context) ([]*result, error) {
 		r.P50ms, r.P90ms, r.P99ms = ms(percentile(r.lat, .5)), ms(percentile(r.lat, .9)), ms(percentile(r.lat, .99))
 	}
 	return order, nil
+}
+
+// The pseudo-predicates lin and lin-get measure the linearizable mode:
+// writes and reads of keys under /lin/, through the Raft group.
+const (
+	linPut = "lin"
+	linGet = "lin-get"
+)
+
+func isLin(p string) bool { return p == linPut || p == linGet }
+
+// linBound is the least latency of a linearizable operation from site w
+// with the leader at the topology's first site (the preferred leader): a
+// round trip to the leader, plus the leader's round to the nearest majority
+// (a commit for writes, a heartbeat round confirming leadership for reads).
+func linBound(topo *wan.Topology, w string) time.Duration {
+	leader := topo.Sites[0]
+	toLeader := time.Duration(0)
+	if w != leader {
+		toLeader, _ = topo.RTT(w, leader)
+	}
+	var rtts []time.Duration
+	for _, s := range topo.Sites {
+		d := time.Duration(0)
+		if s != leader {
+			d, _ = topo.RTT(leader, s)
+		}
+		rtts = append(rtts, d)
+	}
+	slices.Sort(rtts)
+	return toLeader + rtts[len(rtts)/2]
 }
 
 // splitPredicates splits on ";" when there is one (sources contain

@@ -705,6 +705,287 @@ func (x *WatchEvent) GetVersion() *Version {
 	return nil
 }
 
+type CASRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// Exactly one condition: if_absent, if_version (> 0), if_value, or a
+	// lease (lease_job with lease_token).
+	IfAbsent   bool   `protobuf:"varint,3,opt,name=if_absent,json=ifAbsent,proto3" json:"if_absent,omitempty"`
+	IfVersion  uint64 `protobuf:"varint,4,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
+	IfValue    []byte `protobuf:"bytes,5,opt,name=if_value,json=ifValue,proto3" json:"if_value,omitempty"`
+	HasIfValue bool   `protobuf:"varint,6,opt,name=has_if_value,json=hasIfValue,proto3" json:"has_if_value,omitempty"`
+	LeaseJob   string `protobuf:"bytes,7,opt,name=lease_job,json=leaseJob,proto3" json:"lease_job,omitempty"`
+	LeaseToken uint64 `protobuf:"varint,8,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// delete removes the key instead of writing value.
+	Delete        bool  `protobuf:"varint,9,opt,name=delete,proto3" json:"delete,omitempty"`
+	TimeoutMs     int64 `protobuf:"varint,10,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CASRequest) Reset() {
+	*x = CASRequest{}
+	mi := &file_kv_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CASRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CASRequest) ProtoMessage() {}
+
+func (x *CASRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CASRequest.ProtoReflect.Descriptor instead.
+func (*CASRequest) Descriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CASRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CASRequest) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *CASRequest) GetIfAbsent() bool {
+	if x != nil {
+		return x.IfAbsent
+	}
+	return false
+}
+
+func (x *CASRequest) GetIfVersion() uint64 {
+	if x != nil {
+		return x.IfVersion
+	}
+	return 0
+}
+
+func (x *CASRequest) GetIfValue() []byte {
+	if x != nil {
+		return x.IfValue
+	}
+	return nil
+}
+
+func (x *CASRequest) GetHasIfValue() bool {
+	if x != nil {
+		return x.HasIfValue
+	}
+	return false
+}
+
+func (x *CASRequest) GetLeaseJob() string {
+	if x != nil {
+		return x.LeaseJob
+	}
+	return ""
+}
+
+func (x *CASRequest) GetLeaseToken() uint64 {
+	if x != nil {
+		return x.LeaseToken
+	}
+	return 0
+}
+
+func (x *CASRequest) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
+func (x *CASRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type LeaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            string                 `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"` // grant, renew, revoke or get
+	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Holder        string                 `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	TtlMs         int64                  `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Token         uint64                 `protobuf:"varint,5,opt,name=token,proto3" json:"token,omitempty"`
+	TimeoutMs     int64                  `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRequest) Reset() {
+	*x = LeaseRequest{}
+	mi := &file_kv_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRequest) ProtoMessage() {}
+
+func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
+func (*LeaseRequest) Descriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LeaseRequest) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *LeaseRequest) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *LeaseRequest) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *LeaseRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *LeaseRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LeaseRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type LeaseResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Job    string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Holder string                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"` // empty when nobody holds it
+	Token  uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	TtlMs  int64                  `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// valid_for_ms: how long the holder may act as owner, counted from
+	// before the request was sent (grant and renew only).
+	ValidForMs    int64 `protobuf:"varint,5,opt,name=valid_for_ms,json=validForMs,proto3" json:"valid_for_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseResponse) Reset() {
+	*x = LeaseResponse{}
+	mi := &file_kv_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseResponse) ProtoMessage() {}
+
+func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseResponse.ProtoReflect.Descriptor instead.
+func (*LeaseResponse) Descriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *LeaseResponse) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *LeaseResponse) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *LeaseResponse) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LeaseResponse) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *LeaseResponse) GetValidForMs() int64 {
+	if x != nil {
+		return x.ValidForMs
+	}
+	return 0
+}
+
 type LocalGetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -714,7 +995,7 @@ type LocalGetRequest struct {
 
 func (x *LocalGetRequest) Reset() {
 	*x = LocalGetRequest{}
-	mi := &file_kv_proto_msgTypes[11]
+	mi := &file_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +1007,7 @@ func (x *LocalGetRequest) String() string {
 func (*LocalGetRequest) ProtoMessage() {}
 
 func (x *LocalGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[11]
+	mi := &file_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +1020,7 @@ func (x *LocalGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalGetRequest.ProtoReflect.Descriptor instead.
 func (*LocalGetRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{11}
+	return file_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LocalGetRequest) GetKey() string {
@@ -759,7 +1040,7 @@ type LocalGetResponse struct {
 
 func (x *LocalGetResponse) Reset() {
 	*x = LocalGetResponse{}
-	mi := &file_kv_proto_msgTypes[12]
+	mi := &file_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +1052,7 @@ func (x *LocalGetResponse) String() string {
 func (*LocalGetResponse) ProtoMessage() {}
 
 func (x *LocalGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[12]
+	mi := &file_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +1065,7 @@ func (x *LocalGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalGetResponse.ProtoReflect.Descriptor instead.
 func (*LocalGetResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{12}
+	return file_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LocalGetResponse) GetVersion() *Version {
@@ -811,7 +1092,7 @@ type FrontierRequest struct {
 
 func (x *FrontierRequest) Reset() {
 	*x = FrontierRequest{}
-	mi := &file_kv_proto_msgTypes[13]
+	mi := &file_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +1104,7 @@ func (x *FrontierRequest) String() string {
 func (*FrontierRequest) ProtoMessage() {}
 
 func (x *FrontierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[13]
+	mi := &file_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +1117,7 @@ func (x *FrontierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrontierRequest.ProtoReflect.Descriptor instead.
 func (*FrontierRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{13}
+	return file_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FrontierRequest) GetOrigin() string {
@@ -865,7 +1146,7 @@ type Frontier struct {
 
 func (x *Frontier) Reset() {
 	*x = Frontier{}
-	mi := &file_kv_proto_msgTypes[14]
+	mi := &file_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1158,7 @@ func (x *Frontier) String() string {
 func (*Frontier) ProtoMessage() {}
 
 func (x *Frontier) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[14]
+	mi := &file_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1171,7 @@ func (x *Frontier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Frontier.ProtoReflect.Descriptor instead.
 func (*Frontier) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{14}
+	return file_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Frontier) GetPredicate() string {
@@ -931,7 +1212,7 @@ type AckRow struct {
 
 func (x *AckRow) Reset() {
 	*x = AckRow{}
-	mi := &file_kv_proto_msgTypes[15]
+	mi := &file_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1224,7 @@ func (x *AckRow) String() string {
 func (*AckRow) ProtoMessage() {}
 
 func (x *AckRow) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[15]
+	mi := &file_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1237,7 @@ func (x *AckRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRow.ProtoReflect.Descriptor instead.
 func (*AckRow) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{15}
+	return file_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AckRow) GetLevel() string {
@@ -987,7 +1268,7 @@ type FrontierResponse struct {
 
 func (x *FrontierResponse) Reset() {
 	*x = FrontierResponse{}
-	mi := &file_kv_proto_msgTypes[16]
+	mi := &file_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1280,7 @@ func (x *FrontierResponse) String() string {
 func (*FrontierResponse) ProtoMessage() {}
 
 func (x *FrontierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[16]
+	mi := &file_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1293,7 @@ func (x *FrontierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrontierResponse.ProtoReflect.Descriptor instead.
 func (*FrontierResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{16}
+	return file_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FrontierResponse) GetOrigin() string {
@@ -1065,7 +1346,7 @@ type ListPredicatesRequest struct {
 
 func (x *ListPredicatesRequest) Reset() {
 	*x = ListPredicatesRequest{}
-	mi := &file_kv_proto_msgTypes[17]
+	mi := &file_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1358,7 @@ func (x *ListPredicatesRequest) String() string {
 func (*ListPredicatesRequest) ProtoMessage() {}
 
 func (x *ListPredicatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[17]
+	mi := &file_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1371,7 @@ func (x *ListPredicatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPredicatesRequest.ProtoReflect.Descriptor instead.
 func (*ListPredicatesRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{17}
+	return file_kv_proto_rawDescGZIP(), []int{20}
 }
 
 type PredicateDef struct {
@@ -1104,7 +1385,7 @@ type PredicateDef struct {
 
 func (x *PredicateDef) Reset() {
 	*x = PredicateDef{}
-	mi := &file_kv_proto_msgTypes[18]
+	mi := &file_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1397,7 @@ func (x *PredicateDef) String() string {
 func (*PredicateDef) ProtoMessage() {}
 
 func (x *PredicateDef) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[18]
+	mi := &file_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1410,7 @@ func (x *PredicateDef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredicateDef.ProtoReflect.Descriptor instead.
 func (*PredicateDef) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{18}
+	return file_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PredicateDef) GetName() string {
@@ -1162,7 +1443,7 @@ type ListPredicatesResponse struct {
 
 func (x *ListPredicatesResponse) Reset() {
 	*x = ListPredicatesResponse{}
-	mi := &file_kv_proto_msgTypes[19]
+	mi := &file_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1455,7 @@ func (x *ListPredicatesResponse) String() string {
 func (*ListPredicatesResponse) ProtoMessage() {}
 
 func (x *ListPredicatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[19]
+	mi := &file_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1468,7 @@ func (x *ListPredicatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPredicatesResponse.ProtoReflect.Descriptor instead.
 func (*ListPredicatesResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{19}
+	return file_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListPredicatesResponse) GetPredicates() []*PredicateDef {
@@ -1207,7 +1488,7 @@ type SetPredicateRequest struct {
 
 func (x *SetPredicateRequest) Reset() {
 	*x = SetPredicateRequest{}
-	mi := &file_kv_proto_msgTypes[20]
+	mi := &file_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1500,7 @@ func (x *SetPredicateRequest) String() string {
 func (*SetPredicateRequest) ProtoMessage() {}
 
 func (x *SetPredicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[20]
+	mi := &file_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1513,7 @@ func (x *SetPredicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPredicateRequest.ProtoReflect.Descriptor instead.
 func (*SetPredicateRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{20}
+	return file_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetPredicateRequest) GetName() string {
@@ -1258,7 +1539,7 @@ type SetPredicateResponse struct {
 
 func (x *SetPredicateResponse) Reset() {
 	*x = SetPredicateResponse{}
-	mi := &file_kv_proto_msgTypes[21]
+	mi := &file_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1551,7 @@ func (x *SetPredicateResponse) String() string {
 func (*SetPredicateResponse) ProtoMessage() {}
 
 func (x *SetPredicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[21]
+	mi := &file_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1564,7 @@ func (x *SetPredicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPredicateResponse.ProtoReflect.Descriptor instead.
 func (*SetPredicateResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{21}
+	return file_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetPredicateResponse) GetVersion() uint64 {
@@ -1301,7 +1582,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_kv_proto_msgTypes[22]
+	mi := &file_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1594,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[22]
+	mi := &file_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1607,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{22}
+	return file_kv_proto_rawDescGZIP(), []int{25}
 }
 
 type PeerStatus struct {
@@ -1339,7 +1620,7 @@ type PeerStatus struct {
 
 func (x *PeerStatus) Reset() {
 	*x = PeerStatus{}
-	mi := &file_kv_proto_msgTypes[23]
+	mi := &file_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1632,7 @@ func (x *PeerStatus) String() string {
 func (*PeerStatus) ProtoMessage() {}
 
 func (x *PeerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[23]
+	mi := &file_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1645,7 @@ func (x *PeerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerStatus.ProtoReflect.Descriptor instead.
 func (*PeerStatus) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{23}
+	return file_kv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PeerStatus) GetSite() string {
@@ -1393,7 +1674,7 @@ type StreamSummary struct {
 
 func (x *StreamSummary) Reset() {
 	*x = StreamSummary{}
-	mi := &file_kv_proto_msgTypes[24]
+	mi := &file_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1686,7 @@ func (x *StreamSummary) String() string {
 func (*StreamSummary) ProtoMessage() {}
 
 func (x *StreamSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[24]
+	mi := &file_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1699,7 @@ func (x *StreamSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSummary.ProtoReflect.Descriptor instead.
 func (*StreamSummary) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{24}
+	return file_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StreamSummary) GetOrigin() string {
@@ -1456,13 +1737,14 @@ type StatusResponse struct {
 	Groups        map[string]string      `protobuf:"bytes,3,rep,name=groups,proto3" json:"groups,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // group -> comma-separated sites
 	Peers         []*PeerStatus          `protobuf:"bytes,4,rep,name=peers,proto3" json:"peers,omitempty"`
 	Streams       []*StreamSummary       `protobuf:"bytes,5,rep,name=streams,proto3" json:"streams,omitempty"`
+	Lin           *LinStatus             `protobuf:"bytes,6,opt,name=lin,proto3" json:"lin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_kv_proto_msgTypes[25]
+	mi := &file_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1756,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[25]
+	mi := &file_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1769,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{25}
+	return file_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatusResponse) GetSite() string {
@@ -1523,6 +1805,97 @@ func (x *StatusResponse) GetStreams() []*StreamSummary {
 		return x.Streams
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetLin() *LinStatus {
+	if x != nil {
+		return x.Lin
+	}
+	return nil
+}
+
+type LinStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Voters        []string               `protobuf:"bytes,2,rep,name=voters,proto3" json:"voters,omitempty"`
+	Leader        string                 `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Term          uint64                 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	State         string                 `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	Preferred     string                 `protobuf:"bytes,6,opt,name=preferred,proto3" json:"preferred,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinStatus) Reset() {
+	*x = LinStatus{}
+	mi := &file_kv_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinStatus) ProtoMessage() {}
+
+func (x *LinStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinStatus.ProtoReflect.Descriptor instead.
+func (*LinStatus) Descriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *LinStatus) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *LinStatus) GetVoters() []string {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
+}
+
+func (x *LinStatus) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *LinStatus) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *LinStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *LinStatus) GetPreferred() string {
+	if x != nil {
+		return x.Preferred
+	}
+	return ""
 }
 
 var File_kv_proto protoreflect.FileDescriptor
@@ -1588,7 +1961,39 @@ const file_kv_proto_rawDesc = "" +
 	"\x06stable\x18\x02 \x01(\tR\x06stable\"A\n" +
 	"\n" +
 	"WatchEvent\x123\n" +
-	"\aversion\x18\x01 \x01(\v2\x19.stabilizer.kv.v1.VersionR\aversion\"#\n" +
+	"\aversion\x18\x01 \x01(\v2\x19.stabilizer.kv.v1.VersionR\aversion\"\xa2\x02\n" +
+	"\n" +
+	"CASRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1b\n" +
+	"\tif_absent\x18\x03 \x01(\bR\bifAbsent\x12\x1d\n" +
+	"\n" +
+	"if_version\x18\x04 \x01(\x04R\tifVersion\x12\x19\n" +
+	"\bif_value\x18\x05 \x01(\fR\aifValue\x12 \n" +
+	"\fhas_if_value\x18\x06 \x01(\bR\n" +
+	"hasIfValue\x12\x1b\n" +
+	"\tlease_job\x18\a \x01(\tR\bleaseJob\x12\x1f\n" +
+	"\vlease_token\x18\b \x01(\x04R\n" +
+	"leaseToken\x12\x16\n" +
+	"\x06delete\x18\t \x01(\bR\x06delete\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\n" +
+	" \x01(\x03R\ttimeoutMs\"\x94\x01\n" +
+	"\fLeaseRequest\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12\x10\n" +
+	"\x03job\x18\x02 \x01(\tR\x03job\x12\x16\n" +
+	"\x06holder\x18\x03 \x01(\tR\x06holder\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12\x14\n" +
+	"\x05token\x18\x05 \x01(\x04R\x05token\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\"\x88\x01\n" +
+	"\rLeaseResponse\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12\x16\n" +
+	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12 \n" +
+	"\fvalid_for_ms\x18\x05 \x01(\x03R\n" +
+	"validForMs\"#\n" +
 	"\x0fLocalGetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"]\n" +
 	"\x10LocalGetResponse\x123\n" +
@@ -1635,22 +2040,32 @@ const file_kv_proto_rawDesc = "" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x12\n" +
 	"\x04head\x18\x03 \x01(\x04R\x04head\x12\x1c\n" +
-	"\tpersisted\x18\x04 \x01(\x04R\tpersisted\"\xaa\x02\n" +
+	"\tpersisted\x18\x04 \x01(\x04R\tpersisted\"\xd9\x02\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x14\n" +
 	"\x05sites\x18\x02 \x03(\tR\x05sites\x12D\n" +
 	"\x06groups\x18\x03 \x03(\v2,.stabilizer.kv.v1.StatusResponse.GroupsEntryR\x06groups\x122\n" +
 	"\x05peers\x18\x04 \x03(\v2\x1c.stabilizer.kv.v1.PeerStatusR\x05peers\x129\n" +
-	"\astreams\x18\x05 \x03(\v2\x1f.stabilizer.kv.v1.StreamSummaryR\astreams\x1a9\n" +
+	"\astreams\x18\x05 \x03(\v2\x1f.stabilizer.kv.v1.StreamSummaryR\astreams\x12-\n" +
+	"\x03lin\x18\x06 \x01(\v2\x1b.stabilizer.kv.v1.LinStatusR\x03lin\x1a9\n" +
 	"\vGroupsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xbd\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9b\x01\n" +
+	"\tLinStatus\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x16\n" +
+	"\x06voters\x18\x02 \x03(\tR\x06voters\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x1c\n" +
+	"\tpreferred\x18\x06 \x01(\tR\tpreferred2\xd8\x04\n" +
 	"\x02KV\x12D\n" +
 	"\x03Put\x12\x1c.stabilizer.kv.v1.PutRequest\x1a\x1f.stabilizer.kv.v1.WriteResponse\x12J\n" +
 	"\x06Delete\x12\x1f.stabilizer.kv.v1.DeleteRequest\x1a\x1f.stabilizer.kv.v1.WriteResponse\x12B\n" +
 	"\x03Get\x12\x1c.stabilizer.kv.v1.GetRequest\x1a\x1d.stabilizer.kv.v1.GetResponse\x12E\n" +
 	"\x04Scan\x12\x1d.stabilizer.kv.v1.ScanRequest\x1a\x1e.stabilizer.kv.v1.ScanResponse\x12G\n" +
-	"\x05Watch\x12\x1e.stabilizer.kv.v1.WatchRequest\x1a\x1c.stabilizer.kv.v1.WatchEvent0\x01\x12Q\n" +
+	"\x05Watch\x12\x1e.stabilizer.kv.v1.WatchRequest\x1a\x1c.stabilizer.kv.v1.WatchEvent0\x01\x12O\n" +
+	"\x0eCompareAndSwap\x12\x1c.stabilizer.kv.v1.CASRequest\x1a\x1f.stabilizer.kv.v1.WriteResponse\x12H\n" +
+	"\x05Lease\x12\x1e.stabilizer.kv.v1.LeaseRequest\x1a\x1f.stabilizer.kv.v1.LeaseResponse\x12Q\n" +
 	"\bLocalGet\x12!.stabilizer.kv.v1.LocalGetRequest\x1a\".stabilizer.kv.v1.LocalGetResponse2\xeb\x02\n" +
 	"\x05Admin\x12Q\n" +
 	"\bFrontier\x12!.stabilizer.kv.v1.FrontierRequest\x1a\".stabilizer.kv.v1.FrontierResponse\x12c\n" +
@@ -1670,7 +2085,7 @@ func file_kv_proto_rawDescGZIP() []byte {
 	return file_kv_proto_rawDescData
 }
 
-var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_kv_proto_goTypes = []any{
 	(*HLC)(nil),                    // 0: stabilizer.kv.v1.HLC
 	(*Version)(nil),                // 1: stabilizer.kv.v1.Version
@@ -1683,67 +2098,76 @@ var file_kv_proto_goTypes = []any{
 	(*ScanResponse)(nil),           // 8: stabilizer.kv.v1.ScanResponse
 	(*WatchRequest)(nil),           // 9: stabilizer.kv.v1.WatchRequest
 	(*WatchEvent)(nil),             // 10: stabilizer.kv.v1.WatchEvent
-	(*LocalGetRequest)(nil),        // 11: stabilizer.kv.v1.LocalGetRequest
-	(*LocalGetResponse)(nil),       // 12: stabilizer.kv.v1.LocalGetResponse
-	(*FrontierRequest)(nil),        // 13: stabilizer.kv.v1.FrontierRequest
-	(*Frontier)(nil),               // 14: stabilizer.kv.v1.Frontier
-	(*AckRow)(nil),                 // 15: stabilizer.kv.v1.AckRow
-	(*FrontierResponse)(nil),       // 16: stabilizer.kv.v1.FrontierResponse
-	(*ListPredicatesRequest)(nil),  // 17: stabilizer.kv.v1.ListPredicatesRequest
-	(*PredicateDef)(nil),           // 18: stabilizer.kv.v1.PredicateDef
-	(*ListPredicatesResponse)(nil), // 19: stabilizer.kv.v1.ListPredicatesResponse
-	(*SetPredicateRequest)(nil),    // 20: stabilizer.kv.v1.SetPredicateRequest
-	(*SetPredicateResponse)(nil),   // 21: stabilizer.kv.v1.SetPredicateResponse
-	(*StatusRequest)(nil),          // 22: stabilizer.kv.v1.StatusRequest
-	(*PeerStatus)(nil),             // 23: stabilizer.kv.v1.PeerStatus
-	(*StreamSummary)(nil),          // 24: stabilizer.kv.v1.StreamSummary
-	(*StatusResponse)(nil),         // 25: stabilizer.kv.v1.StatusResponse
-	nil,                            // 26: stabilizer.kv.v1.GetRequest.SessionEntry
-	nil,                            // 27: stabilizer.kv.v1.ScanRequest.SessionEntry
-	nil,                            // 28: stabilizer.kv.v1.StatusResponse.GroupsEntry
+	(*CASRequest)(nil),             // 11: stabilizer.kv.v1.CASRequest
+	(*LeaseRequest)(nil),           // 12: stabilizer.kv.v1.LeaseRequest
+	(*LeaseResponse)(nil),          // 13: stabilizer.kv.v1.LeaseResponse
+	(*LocalGetRequest)(nil),        // 14: stabilizer.kv.v1.LocalGetRequest
+	(*LocalGetResponse)(nil),       // 15: stabilizer.kv.v1.LocalGetResponse
+	(*FrontierRequest)(nil),        // 16: stabilizer.kv.v1.FrontierRequest
+	(*Frontier)(nil),               // 17: stabilizer.kv.v1.Frontier
+	(*AckRow)(nil),                 // 18: stabilizer.kv.v1.AckRow
+	(*FrontierResponse)(nil),       // 19: stabilizer.kv.v1.FrontierResponse
+	(*ListPredicatesRequest)(nil),  // 20: stabilizer.kv.v1.ListPredicatesRequest
+	(*PredicateDef)(nil),           // 21: stabilizer.kv.v1.PredicateDef
+	(*ListPredicatesResponse)(nil), // 22: stabilizer.kv.v1.ListPredicatesResponse
+	(*SetPredicateRequest)(nil),    // 23: stabilizer.kv.v1.SetPredicateRequest
+	(*SetPredicateResponse)(nil),   // 24: stabilizer.kv.v1.SetPredicateResponse
+	(*StatusRequest)(nil),          // 25: stabilizer.kv.v1.StatusRequest
+	(*PeerStatus)(nil),             // 26: stabilizer.kv.v1.PeerStatus
+	(*StreamSummary)(nil),          // 27: stabilizer.kv.v1.StreamSummary
+	(*StatusResponse)(nil),         // 28: stabilizer.kv.v1.StatusResponse
+	(*LinStatus)(nil),              // 29: stabilizer.kv.v1.LinStatus
+	nil,                            // 30: stabilizer.kv.v1.GetRequest.SessionEntry
+	nil,                            // 31: stabilizer.kv.v1.ScanRequest.SessionEntry
+	nil,                            // 32: stabilizer.kv.v1.StatusResponse.GroupsEntry
 }
 var file_kv_proto_depIdxs = []int32{
 	0,  // 0: stabilizer.kv.v1.Version.hlc:type_name -> stabilizer.kv.v1.HLC
 	0,  // 1: stabilizer.kv.v1.WriteResponse.hlc:type_name -> stabilizer.kv.v1.HLC
-	26, // 2: stabilizer.kv.v1.GetRequest.session:type_name -> stabilizer.kv.v1.GetRequest.SessionEntry
+	30, // 2: stabilizer.kv.v1.GetRequest.session:type_name -> stabilizer.kv.v1.GetRequest.SessionEntry
 	1,  // 3: stabilizer.kv.v1.GetResponse.version:type_name -> stabilizer.kv.v1.Version
 	0,  // 4: stabilizer.kv.v1.GetResponse.snapshot:type_name -> stabilizer.kv.v1.HLC
-	27, // 5: stabilizer.kv.v1.ScanRequest.session:type_name -> stabilizer.kv.v1.ScanRequest.SessionEntry
+	31, // 5: stabilizer.kv.v1.ScanRequest.session:type_name -> stabilizer.kv.v1.ScanRequest.SessionEntry
 	1,  // 6: stabilizer.kv.v1.ScanResponse.versions:type_name -> stabilizer.kv.v1.Version
 	1,  // 7: stabilizer.kv.v1.WatchEvent.version:type_name -> stabilizer.kv.v1.Version
 	1,  // 8: stabilizer.kv.v1.LocalGetResponse.version:type_name -> stabilizer.kv.v1.Version
 	0,  // 9: stabilizer.kv.v1.Frontier.hlc:type_name -> stabilizer.kv.v1.HLC
-	15, // 10: stabilizer.kv.v1.FrontierResponse.acks:type_name -> stabilizer.kv.v1.AckRow
-	14, // 11: stabilizer.kv.v1.FrontierResponse.frontiers:type_name -> stabilizer.kv.v1.Frontier
-	18, // 12: stabilizer.kv.v1.ListPredicatesResponse.predicates:type_name -> stabilizer.kv.v1.PredicateDef
-	28, // 13: stabilizer.kv.v1.StatusResponse.groups:type_name -> stabilizer.kv.v1.StatusResponse.GroupsEntry
-	23, // 14: stabilizer.kv.v1.StatusResponse.peers:type_name -> stabilizer.kv.v1.PeerStatus
-	24, // 15: stabilizer.kv.v1.StatusResponse.streams:type_name -> stabilizer.kv.v1.StreamSummary
-	2,  // 16: stabilizer.kv.v1.KV.Put:input_type -> stabilizer.kv.v1.PutRequest
-	3,  // 17: stabilizer.kv.v1.KV.Delete:input_type -> stabilizer.kv.v1.DeleteRequest
-	5,  // 18: stabilizer.kv.v1.KV.Get:input_type -> stabilizer.kv.v1.GetRequest
-	7,  // 19: stabilizer.kv.v1.KV.Scan:input_type -> stabilizer.kv.v1.ScanRequest
-	9,  // 20: stabilizer.kv.v1.KV.Watch:input_type -> stabilizer.kv.v1.WatchRequest
-	11, // 21: stabilizer.kv.v1.KV.LocalGet:input_type -> stabilizer.kv.v1.LocalGetRequest
-	13, // 22: stabilizer.kv.v1.Admin.Frontier:input_type -> stabilizer.kv.v1.FrontierRequest
-	17, // 23: stabilizer.kv.v1.Admin.ListPredicates:input_type -> stabilizer.kv.v1.ListPredicatesRequest
-	20, // 24: stabilizer.kv.v1.Admin.SetPredicate:input_type -> stabilizer.kv.v1.SetPredicateRequest
-	22, // 25: stabilizer.kv.v1.Admin.Status:input_type -> stabilizer.kv.v1.StatusRequest
-	4,  // 26: stabilizer.kv.v1.KV.Put:output_type -> stabilizer.kv.v1.WriteResponse
-	4,  // 27: stabilizer.kv.v1.KV.Delete:output_type -> stabilizer.kv.v1.WriteResponse
-	6,  // 28: stabilizer.kv.v1.KV.Get:output_type -> stabilizer.kv.v1.GetResponse
-	8,  // 29: stabilizer.kv.v1.KV.Scan:output_type -> stabilizer.kv.v1.ScanResponse
-	10, // 30: stabilizer.kv.v1.KV.Watch:output_type -> stabilizer.kv.v1.WatchEvent
-	12, // 31: stabilizer.kv.v1.KV.LocalGet:output_type -> stabilizer.kv.v1.LocalGetResponse
-	16, // 32: stabilizer.kv.v1.Admin.Frontier:output_type -> stabilizer.kv.v1.FrontierResponse
-	19, // 33: stabilizer.kv.v1.Admin.ListPredicates:output_type -> stabilizer.kv.v1.ListPredicatesResponse
-	21, // 34: stabilizer.kv.v1.Admin.SetPredicate:output_type -> stabilizer.kv.v1.SetPredicateResponse
-	25, // 35: stabilizer.kv.v1.Admin.Status:output_type -> stabilizer.kv.v1.StatusResponse
-	26, // [26:36] is the sub-list for method output_type
-	16, // [16:26] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	18, // 10: stabilizer.kv.v1.FrontierResponse.acks:type_name -> stabilizer.kv.v1.AckRow
+	17, // 11: stabilizer.kv.v1.FrontierResponse.frontiers:type_name -> stabilizer.kv.v1.Frontier
+	21, // 12: stabilizer.kv.v1.ListPredicatesResponse.predicates:type_name -> stabilizer.kv.v1.PredicateDef
+	32, // 13: stabilizer.kv.v1.StatusResponse.groups:type_name -> stabilizer.kv.v1.StatusResponse.GroupsEntry
+	26, // 14: stabilizer.kv.v1.StatusResponse.peers:type_name -> stabilizer.kv.v1.PeerStatus
+	27, // 15: stabilizer.kv.v1.StatusResponse.streams:type_name -> stabilizer.kv.v1.StreamSummary
+	29, // 16: stabilizer.kv.v1.StatusResponse.lin:type_name -> stabilizer.kv.v1.LinStatus
+	2,  // 17: stabilizer.kv.v1.KV.Put:input_type -> stabilizer.kv.v1.PutRequest
+	3,  // 18: stabilizer.kv.v1.KV.Delete:input_type -> stabilizer.kv.v1.DeleteRequest
+	5,  // 19: stabilizer.kv.v1.KV.Get:input_type -> stabilizer.kv.v1.GetRequest
+	7,  // 20: stabilizer.kv.v1.KV.Scan:input_type -> stabilizer.kv.v1.ScanRequest
+	9,  // 21: stabilizer.kv.v1.KV.Watch:input_type -> stabilizer.kv.v1.WatchRequest
+	11, // 22: stabilizer.kv.v1.KV.CompareAndSwap:input_type -> stabilizer.kv.v1.CASRequest
+	12, // 23: stabilizer.kv.v1.KV.Lease:input_type -> stabilizer.kv.v1.LeaseRequest
+	14, // 24: stabilizer.kv.v1.KV.LocalGet:input_type -> stabilizer.kv.v1.LocalGetRequest
+	16, // 25: stabilizer.kv.v1.Admin.Frontier:input_type -> stabilizer.kv.v1.FrontierRequest
+	20, // 26: stabilizer.kv.v1.Admin.ListPredicates:input_type -> stabilizer.kv.v1.ListPredicatesRequest
+	23, // 27: stabilizer.kv.v1.Admin.SetPredicate:input_type -> stabilizer.kv.v1.SetPredicateRequest
+	25, // 28: stabilizer.kv.v1.Admin.Status:input_type -> stabilizer.kv.v1.StatusRequest
+	4,  // 29: stabilizer.kv.v1.KV.Put:output_type -> stabilizer.kv.v1.WriteResponse
+	4,  // 30: stabilizer.kv.v1.KV.Delete:output_type -> stabilizer.kv.v1.WriteResponse
+	6,  // 31: stabilizer.kv.v1.KV.Get:output_type -> stabilizer.kv.v1.GetResponse
+	8,  // 32: stabilizer.kv.v1.KV.Scan:output_type -> stabilizer.kv.v1.ScanResponse
+	10, // 33: stabilizer.kv.v1.KV.Watch:output_type -> stabilizer.kv.v1.WatchEvent
+	4,  // 34: stabilizer.kv.v1.KV.CompareAndSwap:output_type -> stabilizer.kv.v1.WriteResponse
+	13, // 35: stabilizer.kv.v1.KV.Lease:output_type -> stabilizer.kv.v1.LeaseResponse
+	15, // 36: stabilizer.kv.v1.KV.LocalGet:output_type -> stabilizer.kv.v1.LocalGetResponse
+	19, // 37: stabilizer.kv.v1.Admin.Frontier:output_type -> stabilizer.kv.v1.FrontierResponse
+	22, // 38: stabilizer.kv.v1.Admin.ListPredicates:output_type -> stabilizer.kv.v1.ListPredicatesResponse
+	24, // 39: stabilizer.kv.v1.Admin.SetPredicate:output_type -> stabilizer.kv.v1.SetPredicateResponse
+	28, // 40: stabilizer.kv.v1.Admin.Status:output_type -> stabilizer.kv.v1.StatusResponse
+	29, // [29:41] is the sub-list for method output_type
+	17, // [17:29] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_kv_proto_init() }
@@ -1757,7 +2181,7 @@ func file_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_proto_rawDesc), len(file_kv_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

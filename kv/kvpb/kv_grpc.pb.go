@@ -23,12 +23,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	KV_Put_FullMethodName      = "/stabilizer.kv.v1.KV/Put"
-	KV_Delete_FullMethodName   = "/stabilizer.kv.v1.KV/Delete"
-	KV_Get_FullMethodName      = "/stabilizer.kv.v1.KV/Get"
-	KV_Scan_FullMethodName     = "/stabilizer.kv.v1.KV/Scan"
-	KV_Watch_FullMethodName    = "/stabilizer.kv.v1.KV/Watch"
-	KV_LocalGet_FullMethodName = "/stabilizer.kv.v1.KV/LocalGet"
+	KV_Put_FullMethodName            = "/stabilizer.kv.v1.KV/Put"
+	KV_Delete_FullMethodName         = "/stabilizer.kv.v1.KV/Delete"
+	KV_Get_FullMethodName            = "/stabilizer.kv.v1.KV/Get"
+	KV_Scan_FullMethodName           = "/stabilizer.kv.v1.KV/Scan"
+	KV_Watch_FullMethodName          = "/stabilizer.kv.v1.KV/Watch"
+	KV_CompareAndSwap_FullMethodName = "/stabilizer.kv.v1.KV/CompareAndSwap"
+	KV_Lease_FullMethodName          = "/stabilizer.kv.v1.KV/Lease"
+	KV_LocalGet_FullMethodName       = "/stabilizer.kv.v1.KV/LocalGet"
 )
 
 // KVClient is the client API for KV service.
@@ -46,6 +48,11 @@ type KVClient interface {
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (*ScanResponse, error)
 	// Watch streams changes of keys with a prefix as this site applies them.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error)
+	// CompareAndSwap writes (or deletes) a key of the linearizable namespace
+	// only if its condition holds.
+	CompareAndSwap(ctx context.Context, in *CASRequest, opts ...grpc.CallOption) (*WriteResponse, error)
+	// Lease grants, renews, revokes or reads a job's lease (linearizable).
+	Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error)
 	// LocalGet is what sites ask each other for quorum reads: this site's
 	// version of a key, from everything it has acknowledged.
 	LocalGet(ctx context.Context, in *LocalGetRequest, opts ...grpc.CallOption) (*LocalGetResponse, error)
@@ -118,6 +125,26 @@ func (c *kVClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.Cal
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type KV_WatchClient = grpc.ServerStreamingClient[WatchEvent]
 
+func (c *kVClient) CompareAndSwap(ctx context.Context, in *CASRequest, opts ...grpc.CallOption) (*WriteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WriteResponse)
+	err := c.cc.Invoke(ctx, KV_CompareAndSwap_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaseResponse)
+	err := c.cc.Invoke(ctx, KV_Lease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *kVClient) LocalGet(ctx context.Context, in *LocalGetRequest, opts ...grpc.CallOption) (*LocalGetResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(LocalGetResponse)
@@ -143,6 +170,11 @@ type KVServer interface {
 	Scan(context.Context, *ScanRequest) (*ScanResponse, error)
 	// Watch streams changes of keys with a prefix as this site applies them.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error
+	// CompareAndSwap writes (or deletes) a key of the linearizable namespace
+	// only if its condition holds.
+	CompareAndSwap(context.Context, *CASRequest) (*WriteResponse, error)
+	// Lease grants, renews, revokes or reads a job's lease (linearizable).
+	Lease(context.Context, *LeaseRequest) (*LeaseResponse, error)
 	// LocalGet is what sites ask each other for quorum reads: this site's
 	// version of a key, from everything it has acknowledged.
 	LocalGet(context.Context, *LocalGetRequest) (*LocalGetResponse, error)
@@ -170,6 +202,12 @@ func (UnimplementedKVServer) Scan(context.Context, *ScanRequest) (*ScanResponse,
 }
 func (UnimplementedKVServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedKVServer) CompareAndSwap(context.Context, *CASRequest) (*WriteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompareAndSwap not implemented")
+}
+func (UnimplementedKVServer) Lease(context.Context, *LeaseRequest) (*LeaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Lease not implemented")
 }
 func (UnimplementedKVServer) LocalGet(context.Context, *LocalGetRequest) (*LocalGetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LocalGet not implemented")
@@ -278,6 +316,42 @@ func _KV_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type KV_WatchServer = grpc.ServerStreamingServer[WatchEvent]
 
+func _KV_CompareAndSwap_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CASRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).CompareAndSwap(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_CompareAndSwap_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).CompareAndSwap(ctx, req.(*CASRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KV_Lease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).Lease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_Lease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).Lease(ctx, req.(*LeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _KV_LocalGet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(LocalGetRequest)
 	if err := dec(in); err != nil {
@@ -318,6 +392,14 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Scan",
 			Handler:    _KV_Scan_Handler,
+		},
+		{
+			MethodName: "CompareAndSwap",
+			Handler:    _KV_CompareAndSwap_Handler,
+		},
+		{
+			MethodName: "Lease",
+			Handler:    _KV_Lease_Handler,
 		},
 		{
 			MethodName: "LocalGet",

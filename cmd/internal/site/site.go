@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
 	"github.com/stabilizer/stabilizer/kv"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
+	"github.com/stabilizer/stabilizer/kv/lin"
 	"github.com/stabilizer/stabilizer/stabilizer"
 	"github.com/stabilizer/stabilizer/stabilizer/core"
 	"github.com/stabilizer/stabilizer/stabilizer/transport"
@@ -37,6 +39,7 @@ type Site struct {
 	grpc    *grpc.Server
 	http    *http.Server
 	peers   []*kv.Client
+	linear  *kv.Linear
 	reg     *prometheus.Registry
 	started time.Time
 }
@@ -124,9 +127,20 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 	if err != nil {
 		return nil, err
 	}
+	linear, err := s.newLinear(node)
+	if err != nil {
+		return nil, err
+	}
 	if err := node.Start(); err != nil {
 		return nil, err
 	}
+	if linear != nil {
+		if err := linear.Node.Start(); err != nil {
+			return nil, err
+		}
+		closers = append(closers, func() { linear.Node.Close() })
+	}
+	s.linear = linear
 	s.serveGRPC(clientL, clientTLS)
 	closers = append(closers, s.grpc.Stop)
 	s.serveHTTP(httpL)
@@ -154,6 +168,9 @@ func (s *Site) serveGRPC(l net.Listener, tlsCfg *tls.Config) {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
 	s.grpc = grpc.NewServer(opts...)
+	if s.linear != nil {
+		srv.EnableLinear(s.linear)
+	}
 	kvpb.RegisterKVServer(s.grpc, srv)
 	kvpb.RegisterAdminServer(s.grpc, srv)
 	go func() {
@@ -161,6 +178,40 @@ func (s *Site) serveGRPC(l net.Listener, tlsCfg *tls.Config) {
 			s.log.Error("client API stopped", "error", err)
 		}
 	}()
+}
+
+// linChannel is the application channel of the Raft group's messages.
+const linChannel = 0x90
+
+// newLinear sets up the linearizable mode: a Raft group whose messages ride
+// the node's inter-site transport on their own channel, so they cross the
+// same (emulated) WAN as the streams.
+func (s *Site) newLinear(node *stabilizer.Node) (*kv.Linear, error) {
+	c := s.cfg.Lin
+	if c.Disabled || !slices.Contains(c.Voters, s.cfg.Site) {
+		return nil, nil
+	}
+	ln, err := lin.New(lin.Config{Site: s.cfg.Site, Voters: c.Voters, Preferred: c.Preferred, Store: node.Store(),
+		Transport: linTransport{node}, TickInterval: c.TickInterval, ElectionTicks: c.ElectionTicks,
+		HeartbeatTicks: c.HeartbeatTicks, MaxValueBytes: s.cfg.KV.MaxValueBytes, Logger: s.log.Named("lin")})
+	if err != nil {
+		return nil, err
+	}
+	err = node.HandleChannel(linChannel, func(from string, frame []byte) {
+		if err := ln.Step(context.Background(), from, frame); err != nil {
+			s.log.Debug("raft message dropped", "from", from, "error", err)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &kv.Linear{Prefix: c.Prefix, Node: ln, Voters: c.Voters, Preferred: c.Preferred}, nil
+}
+
+type linTransport struct{ node *stabilizer.Node }
+
+func (t linTransport) Send(to string, msg []byte) error {
+	return t.node.SendChannel(to, linChannel, msg)
 }
 
 // wanTicks sizes the core's tick counts for 1 ms ticks on a wide-area
@@ -217,6 +268,9 @@ func (s *Site) Shutdown(ctx context.Context) error {
 	errs = append(errs, s.http.Shutdown(ctx))
 	for _, c := range s.peers {
 		errs = append(errs, c.Close())
+	}
+	if s.linear != nil {
+		errs = append(errs, s.linear.Node.Close())
 	}
 	errs = append(errs, s.node.Close())
 	return errors.Join(errs...)

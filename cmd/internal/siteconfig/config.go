@@ -40,6 +40,8 @@ type Config struct {
 	Levels []string `yaml:"levels,omitempty"`
 	// KV configures the key/value store.
 	KV KV `yaml:"kv,omitempty"`
+	// Lin configures the linearizable mode (a Raft group across sites).
+	Lin Lin `yaml:"lin,omitempty"`
 	// Insecure must be true to run without TLS (local use only).
 	Insecure bool `yaml:"insecure,omitempty"`
 	// TLS are the files for mutual TLS between sites and with clients.
@@ -77,6 +79,25 @@ type KV struct {
 	// MaxKeyBytes defaults to 4096, MaxValueBytes to 1 MiB.
 	MaxKeyBytes   int `yaml:"max_key_bytes,omitempty"`
 	MaxValueBytes int `yaml:"max_value_bytes,omitempty"`
+}
+
+// Lin configures the linearizable mode: keys under Prefix live in one Raft
+// group whose voters are Voters.
+type Lin struct {
+	// Disabled turns the mode off at this site.
+	Disabled bool `yaml:"disabled,omitempty"`
+	// Prefix of the linearizable keys. Default "/lin/".
+	Prefix string `yaml:"prefix,omitempty"`
+	// Voters of the Raft group, the same at every site (3 or 5 for a WAN).
+	// Default: every site.
+	Voters []string `yaml:"voters,omitempty"`
+	// Preferred is the site that should lead while healthy. Default none.
+	Preferred string `yaml:"preferred,omitempty"`
+	// TickInterval is Raft's tick. Default 100ms; elections after 20-40
+	// ticks, heartbeats every 2 (set for 100-300 ms round trips).
+	TickInterval   time.Duration `yaml:"tick_interval,omitempty"`
+	ElectionTicks  int           `yaml:"election_ticks,omitempty"`
+	HeartbeatTicks int           `yaml:"heartbeat_ticks,omitempty"`
 }
 
 // TLS names certificate files; all three are needed unless Insecure.
@@ -144,6 +165,12 @@ func (c *Config) applyDefaults() {
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
+	if c.Lin.Prefix == "" {
+		c.Lin.Prefix = "/lin/"
+	}
+	if len(c.Lin.Voters) == 0 {
+		c.Lin.Voters = c.SiteNames()
+	}
 }
 
 // Validate reports every bad field, each naming the field and its value.
@@ -206,6 +233,19 @@ func (c *Config) Validate() error {
 			if _, err := frontier.Compile(c.KV.DefaultWait, schema); err != nil {
 				bad("kv.default_wait", "%q: %v", c.KV.DefaultWait, err)
 			}
+		}
+	}
+	if !c.Lin.Disabled {
+		for i, v := range c.Lin.Voters {
+			if !slices.Contains(names, v) {
+				bad(fmt.Sprintf("lin.voters[%d]", i), "unknown site %q (known: %s)", v, strings.Join(names, ", "))
+			}
+		}
+		if c.Lin.Preferred != "" && !slices.Contains(c.Lin.Voters, c.Lin.Preferred) {
+			bad("lin.preferred", "%q is not one of lin.voters (%s)", c.Lin.Preferred, strings.Join(c.Lin.Voters, ", "))
+		}
+		if c.Lin.TickInterval < 0 || c.Lin.ElectionTicks < 0 || c.Lin.HeartbeatTicks < 0 {
+			bad("lin", "tick_interval, election_ticks and heartbeat_ticks must not be negative")
 		}
 	}
 	if c.KV.DefaultTimeout < 0 {

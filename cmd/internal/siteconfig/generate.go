@@ -73,6 +73,7 @@ func Generate(o GenerateOptions) ([]Generated, error) {
 		c := Config{
 			Site: name, Cluster: DefaultCluster, Groups: o.Groups, Listen: listen[i],
 			DataDir: name, Predicates: o.Predicates, Insecure: true,
+			Lin: Lin{Voters: o.Sites, Preferred: o.Sites[0]},
 		}
 		for j, peer := range o.Sites {
 			s := Site{Name: peer}
