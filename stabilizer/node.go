@@ -35,6 +35,13 @@ const (
 	DefaultMaxBatchBytes    = 1 << 20
 	DefaultMaxInflightBytes = 16 << 20
 	DefaultMaxMemoryBytes   = 32 << 20
+	// DefaultResendAfter is how long a channel may go without progress
+	// before it is reopened: several of the longest inter-region round
+	// trips, so that an ocean crossing is not mistaken for a lost session.
+	DefaultResendAfter = 3 * time.Second
+	// DefaultFullAckEvery is how often the whole ack row is resent to
+	// repair lost deltas.
+	DefaultFullAckEvery = time.Second
 )
 
 // Config configures a Node. Zero fields take the documented defaults.
@@ -61,7 +68,9 @@ type Config struct {
 	// node. Where the core's own defaults suit a simulation more than
 	// disks and networks whose round trips take an fsync, the node sets
 	// zero fields to its own defaults: MaxBatchBytes 1 MiB,
-	// MaxInflightBytes 16 MiB, MaxMemoryBytes 32 MiB.
+	// MaxInflightBytes 16 MiB, MaxMemoryBytes 32 MiB, and the tick counts
+	// ResendTicks and FullAckInterval from DefaultResendAfter and
+	// DefaultFullAckEvery at TickInterval.
 	Core core.Config
 	// Now is the physical clock for the HLC. Default time.Now.
 	Now func() time.Time
@@ -212,6 +221,15 @@ func (n *Node) Start() error {
 	}
 	if ccfg.MaxMemoryBytes == 0 {
 		ccfg.MaxMemoryBytes = DefaultMaxMemoryBytes
+	}
+	// The core counts ticks; its defaults assume coarse ones. At 1 ms
+	// ticks they would reopen a channel before a 150 ms round trip can
+	// answer, so the node derives them from durations.
+	if ccfg.ResendTicks == 0 {
+		ccfg.ResendTicks = int(DefaultResendAfter / n.cfg.TickInterval)
+	}
+	if ccfg.FullAckInterval == 0 {
+		ccfg.FullAckInterval = max(1, int(DefaultFullAckEvery/n.cfg.TickInterval))
 	}
 	var seed [16]byte
 	_, _ = crand.Read(seed[:])

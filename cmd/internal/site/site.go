@@ -26,7 +26,6 @@ import (
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/kv/lin"
 	"github.com/stabilizer/stabilizer/stabilizer"
-	"github.com/stabilizer/stabilizer/stabilizer/core"
 	"github.com/stabilizer/stabilizer/stabilizer/transport"
 )
 
@@ -90,7 +89,11 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 		peers[p.Name] = transport.PeerAddr{Data: p.Data, Control: p.Control}
 	}
 	tcfg := transport.Config{Cluster: cfg.Cluster, Site: cfg.Site, Peers: peers, Listeners: []net.Listener{dataL, ctrlL},
-		Insecure: cfg.Insecure, Logger: log.Named("transport"), Registerer: s.reg}
+		Insecure: cfg.Insecure, Logger: log.Named("transport"), Registerer: s.reg,
+		// Reconnect within a second of a partition healing: a site cut off
+		// for longer than the keepalive loses its connections, and the
+		// transport's default backoff (up to 5 s) would delay the catch-up.
+		BackoffMax: time.Second}
 	if peerTLS != nil {
 		tcfg.ServerCredentials = credentials.NewTLS(peerTLS.server)
 		tcfg.ClientCredentials = credentials.NewTLS(peerTLS.client)
@@ -101,7 +104,7 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 	}
 	node, err := stabilizer.New(stabilizer.Config{Site: cfg.Site, Schema: cfg.Schema(), Predicates: cfg.Predicates,
 		Dir: cfg.DataPath(), Transport: stabilizer.GRPCTransport(tr), Logger: log.Named("node"), Registerer: s.reg,
-		TickInterval: time.Millisecond, Core: wanTicks})
+		TickInterval: time.Millisecond})
 	if err != nil {
 		tr.Close()
 		return nil, err
@@ -213,13 +216,6 @@ type linTransport struct{ node *stabilizer.Node }
 func (t linTransport) Send(to string, msg []byte) error {
 	return t.node.SendChannel(to, linChannel, msg)
 }
-
-// wanTicks sizes the core's tick counts for 1 ms ticks on a wide-area
-// network: a channel is reopened only after 3 s without progress (several
-// of the longest inter-region round trips, so a slow ocean crossing is not
-// mistaken for a lost session), and the whole ack row is resent every
-// second to repair lost deltas.
-var wanTicks = core.Config{ResendTicks: 3000, FullAckInterval: 1000, HeartbeatInterval: 10}
 
 // predicateLabel keeps the metric's label set small: inline predicates
 // share one label.
