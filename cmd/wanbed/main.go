@@ -122,6 +122,7 @@ and drives workloads against it. Topologies: ` + strings.Join(wan.PresetNames(),
 	}
 	serve.Flags().StringVar(&topology, "topology", "", "")
 	root.AddCommand(upCmd, statusCmd, downCmd, newLinkCmd(&dir, needDir), serve, newRunCmd(&dir, needDir), newDemoCmd(&dir))
+	root.AddCommand(newBenchCmd())
 	return root
 }
 

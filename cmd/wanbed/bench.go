@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stabilizer/stabilizer/wan"
+)
+
+// `wanbed bench kv` (issue 7): our KV under several predicates, our
+// linearizable mode and a real etcd cluster, all from a client in every
+// region of an emulated WAN, each row beside the lower bound the RTT matrix
+// implies; then write throughput on loopback at equal durability against
+// etcd and NATS JetStream. bench_kv.go drives our sites, bench_etcd.go and
+// bench_nats.go the peers, bench_report.go writes results.json, report.md
+// and the plots.
+
+// Systems, as results.json names them.
+const (
+	sysOurs = "stabilizer"
+	sysLin  = "stabilizer-lin"
+	sysEtcd = "etcd"
+	sysNATS = "nats-jetstream"
+)
+
+// Phases of a row.
+const (
+	phaseWAN  = "wan"
+	phaseTput = "throughput"
+)
+
+// benchRow is one row of results.json: a (system, predicate, region) of the
+// WAN phase, or a (system, predicate, in flight) of the throughput phase.
+type benchRow struct {
+	Phase     string  `json:"phase"`
+	System    string  `json:"system"`
+	Predicate string  `json:"predicate"`
+	Region    string  `json:"region"`
+	Ops       int     `json:"ops"`
+	Errors    int     `json:"errors"`
+	P50ms     float64 `json:"p50_ms"`
+	P90ms     float64 `json:"p90_ms"`
+	P99ms     float64 `json:"p99_ms"`
+	BoundMs   float64 `json:"bound_ms"`
+	OpsPerS   float64 `json:"ops_per_s,omitempty"`
+	InFlight  int     `json:"in_flight,omitempty"`
+	// Source is the predicate's expression when it is not a built-in name.
+	Source string `json:"predicate_source,omitempty"`
+	// Skipped says why the row was not measured.
+	Skipped string `json:"skipped,omitempty"`
+	// FirstError is the first error a write of the row returned.
+	FirstError string `json:"first_error,omitempty"`
+
+	lat []time.Duration
+}
+
+func (r *benchRow) finish() {
+	r.P50ms, r.P90ms, r.P99ms = ms(percentile(r.lat, .5)), ms(percentile(r.lat, .9)), ms(percentile(r.lat, .99))
+}
+
+type benchOptions struct {
+	topology string
+	out      string
+	// writes per (system, predicate, region) in the WAN phase, after warmup.
+	writes, warmup int
+	// tputDuration is each throughput run's measured window (after a
+	// warm-up of a fifth of it).
+	tputDuration time.Duration
+	inflight     []int
+	valueBytes   int
+	skip         map[string]bool // "wan", "etcd", "lin", "nats", "throughput"
+	keepWork     bool
+	progress     io.Writer
+}
+
+func newBenchCmd() *cobra.Command {
+	bench := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmarks over the emulated WAN, side by side with the RTT bound and peer systems",
+	}
+	var o benchOptions
+	var skip string
+	var inflight []int
+	kvCmd := &cobra.Command{
+		Use:   "kv --topology ec2-5 --out DIR",
+		Short: "Write latency per predicate and region against the bound, Raft and etcd; loopback throughput against etcd and NATS",
+		Long: `Runs, in one go:
+  1. on the emulated WAN of the topology, a client in every region writing in a closed loop
+     to its own site: our KV under local, one_remote, majority, all and other_continent
+     (persisted on at least one other continent), our linearizable mode (Raft, leader in
+     the first site), and a real etcd cluster (one member per region, each in its own network
+     namespace so that its peer traffic crosses the emulated links);
+  2. on loopback, 3 sites, no emulated delay: writes/s with every write fsynced at a majority
+     before its ack, for our KV (majority), our linearizable mode, etcd and NATS JetStream KV
+     (R3, sync_interval: always), at each --inflight.
+Writes DIR/results.json, DIR/latencies.json, DIR/report.md and PNG plots.`,
+		Example: `  wanbed bench kv --topology ec2-5 --out /tmp/bench
+  wanbed bench kv --out /tmp/bench --writes 30 --skip throughput`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.out == "" {
+				return errors.New("--out DIR is required")
+			}
+			o.skip = map[string]bool{}
+			for _, s := range splitPredicates(skip) {
+				if !slices.Contains([]string{"wan", "etcd", "lin", "nats", "throughput"}, s) {
+					return fmt.Errorf("--skip %q: unknown part (known: wan, etcd, lin, nats, throughput)", s)
+				}
+				o.skip[s] = true
+			}
+			if o.writes < 1 {
+				return errors.New("--writes must be at least 1")
+			}
+			o.inflight = inflight
+			o.progress = cmd.ErrOrStderr()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runBench(ctx, o)
+		},
+	}
+	kvCmd.Flags().StringVar(&o.topology, "topology", "ec2-5", "a preset ("+strings.Join(wan.PresetNames(), ", ")+") or a topology YAML file")
+	kvCmd.Flags().StringVar(&o.out, "out", "", "folder for results.json, report.md and the plots (required)")
+	kvCmd.Flags().IntVar(&o.writes, "writes", 100, "measured writes per system, predicate and region on the WAN")
+	kvCmd.Flags().IntVar(&o.warmup, "warmup", 2, "unmeasured writes per system, predicate and region first")
+	kvCmd.Flags().DurationVar(&o.tputDuration, "tput-duration", 8*time.Second, "measured window of each throughput run")
+	kvCmd.Flags().IntSliceVar(&inflight, "inflight", []int{64, 256}, "writes in flight in the throughput runs")
+	kvCmd.Flags().IntVar(&o.valueBytes, "value-bytes", 256, "value size in the throughput runs")
+	kvCmd.Flags().StringVar(&skip, "skip", "", "parts to leave out: wan, etcd, lin, nats, throughput (comma-separated)")
+	kvCmd.Flags().BoolVar(&o.keepWork, "keep-work", false, "keep the clusters' data and logs in DIR/work")
+
+	var reportDir string
+	reportCmd := &cobra.Command{
+		Use:   "report --out DIR",
+		Short: "Rewrite DIR/report.md and the plots from DIR/results.json and DIR/latencies.json",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if reportDir == "" {
+				return errors.New("--out DIR is required")
+			}
+			res, err := loadBenchResults(reportDir)
+			if err != nil {
+				return err
+			}
+			return writeBenchOutputs(reportDir, res)
+		},
+	}
+	reportCmd.Flags().StringVar(&reportDir, "out", "", "the folder of an earlier bench run")
+	bench.AddCommand(kvCmd, reportCmd, newEtcdMemberCmd(), newNATSServerCmd())
+	return bench
+}
+
+// benchResults is everything a run measured, and how.
+type benchResults struct {
+	Topology string      `json:"topology"`
+	Started  time.Time   `json:"started"`
+	Finished time.Time   `json:"finished"`
+	Host     string      `json:"host"`
+	Rows     []*benchRow `json:"rows"`
+	// Notes say how each system was set up, what was skipped and why.
+	Notes []string `json:"notes"`
+	// Leader is the site that led the Raft groups in the WAN phase.
+	Leader string `json:"leader"`
+	// RTT is the topology's matrix in ms, for the report.
+	Sites  []string                      `json:"sites"`
+	RTTms  map[string]map[string]float64 `json:"rtt_ms"`
+	Groups map[string][]string           `json:"groups"`
+}
+
+func (r *benchResults) note(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+}
+
+func (r *benchResults) skipRow(phase, system, predicate, region, why string) {
+	r.Rows = append(r.Rows, &benchRow{Phase: phase, System: system, Predicate: predicate, Region: region, Skipped: why})
+}
+
+func runBench(ctx context.Context, o benchOptions) error {
+	topo, err := wan.OpenTopology(o.topology)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	work := filepath.Join(o.out, "work")
+	if err := os.RemoveAll(work); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	if !o.keepWork {
+		defer os.RemoveAll(work)
+	}
+	res := &benchResults{Topology: topo.Name, Started: time.Now(), Sites: topo.Sites, Groups: topo.Groups,
+		RTTms: map[string]map[string]float64{}, Leader: topo.Sites[0]}
+	res.Host = hostDescription()
+	for _, a := range topo.Sites {
+		res.RTTms[a] = map[string]float64{}
+		for _, b := range topo.Sites {
+			if a != b {
+				d, _ := topo.RTT(a, b)
+				res.RTTms[a][b] = ms(d)
+			}
+		}
+	}
+	start := time.Now()
+	step := func(format string, args ...any) {
+		fmt.Fprintf(o.progress, "\n[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	save := func() error {
+		res.Finished = time.Now()
+		return writeBenchOutputs(o.out, res)
+	}
+	if !o.skip["wan"] {
+		step("WAN %s: our KV from every region, %d writes per predicate and region", topo.Name, o.writes)
+		if err := benchOursWAN(ctx, o, topo, filepath.Join(work, "stabilizer-wan"), res); err != nil {
+			return fmt.Errorf("our KV on the WAN: %w", err)
+		}
+		if err := save(); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if o.skip["etcd"] {
+			res.skipRow(phaseWAN, sysEtcd, "linearizable", "", "skipped: --skip etcd")
+		} else {
+			step("WAN %s: etcd, one member per region, each in its own network namespace", topo.Name)
+			if err := benchEtcdWAN(ctx, o, topo, filepath.Join(work, "etcd-wan"), res); err != nil {
+				return fmt.Errorf("etcd on the WAN: %w", err)
+			}
+		}
+		if err := save(); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if !o.skip["throughput"] {
+		step("loopback throughput, 3 sites, every write fsynced at a majority before its ack")
+		if err := benchThroughput(ctx, o, filepath.Join(work, "throughput"), res, step); err != nil {
+			return fmt.Errorf("throughput: %w", err)
+		}
+	}
+	if err := save(); err != nil {
+		return err
+	}
+	step("done: %s, %s", filepath.Join(o.out, "report.md"), filepath.Join(o.out, "results.json"))
+	return nil
+}
+
+// hostDescription names the machine's CPU count and model, for the report.
+func hostDescription() string {
+	model := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	h, _ := os.Hostname()
+	return strings.TrimSpace(fmt.Sprintf("%s, %d CPUs %s", h, runtime.NumCPU(), model))
+}

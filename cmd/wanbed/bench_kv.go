@@ -1,0 +1,463 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"google.golang.org/grpc/status"
+
+	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
+	"github.com/stabilizer/stabilizer/frontier"
+	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/kv/kvpb"
+	"github.com/stabilizer/stabilizer/wan"
+)
+
+// otherContinentName is the named predicate "persisted on at least one site
+// of another continent than the writer's".
+const otherContinentName = "other_continent"
+
+// otherContinent writes "one site on another continent" with group(): the
+// second largest of the per-continent maxima of persisted. The writer's own
+// continent is always the largest (an origin persists its messages before
+// it sends them), so the second largest is the best any other continent
+// reached. "" when the topology has fewer than two groups.
+func otherContinent(topo *wan.Topology) string {
+	var gs []string
+	for _, g := range slices.Sorted(mapKeys(topo.Groups)) {
+		gs = append(gs, fmt.Sprintf("max(persisted(group(%q)))", g))
+	}
+	if len(gs) < 2 {
+		return ""
+	}
+	return "kth_max(2, [" + strings.Join(gs, ", ") + "])"
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// loopKind is one kind of write in a closed loop: a system and predicate,
+// with its bound per region and how a region's client writes a record.
+type loopKind struct {
+	system, predicate, source string
+	bound                     map[string]time.Duration
+	put                       func(ctx context.Context, region string, rec record) error
+}
+
+// maxRowErrors ends a (kind, region) after this many failed writes, so that
+// a stalled system costs a few timeouts, not the whole run.
+const maxRowErrors = 5
+
+// closedLoop runs one client per region; each writes the platform's records
+// (workload.go) one at a time, cycling through the kinds, warmup unmeasured
+// writes per kind first, then perKind measured ones.
+func closedLoop(ctx context.Context, regions []string, kinds []loopKind, perKind, warmup int, progress io.Writer, label string) []*benchRow {
+	rows := map[[2]int]*benchRow{}
+	var order []*benchRow
+	for k, kd := range kinds {
+		for i, r := range regions {
+			b, ok := kd.bound[r]
+			row := &benchRow{Phase: phaseWAN, System: kd.system, Predicate: kd.predicate, Region: r, Source: kd.source, BoundMs: -1}
+			if ok {
+				row.BoundMs = ms(b)
+			}
+			rows[[2]int{k, i}] = row
+			order = append(order, row)
+		}
+	}
+	bar := progressbar.NewOptions(perKind*len(kinds)*len(regions), progressbar.OptionSetWriter(progress),
+		progressbar.OptionSetDescription(label), progressbar.OptionShowCount(), progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionShowElapsedTimeOnFinish())
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, region := range regions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g := newGen(region, uint64(1000+i))
+			for n := 0; n < (warmup+perKind)*len(kinds); n++ {
+				k := n % len(kinds)
+				row := rows[[2]int{k, i}]
+				mu.Lock()
+				dead := row.Errors >= maxRowErrors
+				mu.Unlock()
+				if dead {
+					if n/len(kinds) >= warmup {
+						_ = bar.Add(1)
+					}
+					continue
+				}
+				rec := g.next()
+				start := time.Now()
+				err := kinds[k].put(ctx, region, rec)
+				d := time.Since(start)
+				if ctx.Err() != nil {
+					return
+				}
+				if n/len(kinds) < warmup && err == nil {
+					continue
+				}
+				mu.Lock()
+				if err != nil {
+					row.Errors++
+					if row.FirstError == "" {
+						row.FirstError = status.Convert(err).Message()
+					}
+				} else {
+					row.Ops++
+					row.lat = append(row.lat, d)
+				}
+				mu.Unlock()
+				if n/len(kinds) >= warmup {
+					_ = bar.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	_ = bar.Finish()
+	fmt.Fprintln(progress)
+	for _, r := range order {
+		r.finish()
+	}
+	return order
+}
+
+// raftBound is the least latency of a write through a leader-based
+// consensus group from region r: to the leader and back, plus the leader's
+// round trip to the nearest majority (itself counting at 0).
+func raftBound(topo *wan.Topology, leader, r string) time.Duration {
+	var rtts []time.Duration
+	for _, s := range topo.Sites {
+		d := time.Duration(0)
+		if s != leader {
+			d, _ = topo.RTT(leader, s)
+		}
+		rtts = append(rtts, d)
+	}
+	slices.Sort(rtts)
+	maj := rtts[len(rtts)/2]
+	if r == leader {
+		return maj
+	}
+	d, _ := topo.RTT(r, leader)
+	return d + maj
+}
+
+func boundsFor(topo *wan.Topology, f func(region string) time.Duration) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, s := range topo.Sites {
+		out[s] = f(s)
+	}
+	return out
+}
+
+// benchOursWAN starts our sites on the WAN and runs the predicate rows and
+// the linearizable row.
+func benchOursWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir string, res *benchResults) (err error) {
+	oc := otherContinent(topo)
+	preds := map[string]string{}
+	if oc != "" {
+		preds[otherContinentName] = oc
+	}
+	st, err := up(upOptions{topology: o.topology, dir: dir, progress: o.progress, predicates: preds})
+	if st != nil {
+		defer func() { _ = down(dir, io.Discard) }()
+	}
+	if err != nil {
+		return err
+	}
+	clients := map[string]*kv.Client{}
+	for _, s := range st.Sites {
+		c, err := kv.Dial(s.Client)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		clients[s.Site] = c
+	}
+	schema := &frontier.Schema{Sites: topo.Sites, Groups: topo.Groups}
+	var kinds []loopKind
+	for _, p := range []string{"local", "one_remote", "majority", "all", otherContinentName} {
+		src := frontier.Builtins[p]
+		if p == otherContinentName {
+			if oc == "" {
+				res.skipRow(phaseWAN, sysOurs, p, "", "skipped: the topology has fewer than two groups (continents)")
+				continue
+			}
+			src = oc
+		}
+		cp, err := frontier.Compile(src, schema)
+		if err != nil {
+			return fmt.Errorf("predicate %s: %w", p, err)
+		}
+		k := loopKind{system: sysOurs, predicate: p, bound: boundsFor(topo, func(r string) time.Duration { return bound(topo, cp, schema, r) }),
+			put: func(ctx context.Context, region string, rec record) error {
+				_, err := clients[region].Put(ctx, rec.key, rec.value, p, 10*time.Second)
+				return err
+			}}
+		if p == otherContinentName {
+			k.source = oc
+		}
+		kinds = append(kinds, k)
+	}
+	res.note("Our KV: one stabilizerd per region behind the emulated links (`wanbed up`), each client writing to its own region's site; %s = `%s`.", otherContinentName, oc)
+	leader := topo.Sites[0]
+	if o.skip["lin"] {
+		res.skipRow(phaseWAN, sysLin, "linearizable", "", "skipped: --skip lin")
+	} else if why := waitLinLeader(ctx, clients[leader], leader, o.progress); why != "" {
+		res.skipRow(phaseWAN, sysLin, "linearizable", "", "skipped: "+why)
+		res.note("Our linearizable mode skipped on the WAN: %s.", why)
+	} else {
+		kinds = append(kinds, loopKind{system: sysLin, predicate: "linearizable",
+			bound: boundsFor(topo, func(r string) time.Duration { return raftBound(topo, leader, r) }),
+			put: func(ctx context.Context, region string, rec record) error {
+				_, err := clients[region].Put(ctx, "/lin/"+rec.key, rec.value, "", 10*time.Second)
+				return err
+			}})
+		res.note("Our linearizable mode: keys under /lin/ in one Raft group of all %d sites (go.etcd.io/raft/v3, log in pebble), preferred leader %s, writes from a non-leader site forwarded to the leader.", len(topo.Sites), leader)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+	defer cancel()
+	rows := closedLoop(ctx, topo.Sites, kinds, o.writes, o.warmup, o.progress, "stabilizer")
+	res.Rows = append(res.Rows, rows...)
+	printBenchRows(o.progress, rows)
+	return nil
+}
+
+// waitLinLeader waits until the linearizable mode answers a write and its
+// Raft group is led by leader; it returns why not, or "".
+func waitLinLeader(ctx context.Context, c *kv.Client, leader string, progress io.Writer) string {
+	deadline := time.Now().Add(45 * time.Second)
+	var last string
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		st, err := c.Admin.Status(ctx, &kvpb.StatusRequest{})
+		switch {
+		case err != nil:
+			last = status.Convert(err).Message()
+		case st.Lin == nil:
+			return "not wired: the sites serve no linearizable mode"
+		case st.Lin.Leader != leader:
+			last = fmt.Sprintf("Raft leader is %q, waiting for %s", st.Lin.Leader, leader)
+		default:
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err := c.Put(pctx, "/lin/bench/probe", []byte("probe"), "", 10*time.Second)
+			cancel()
+			if err == nil {
+				fmt.Fprintf(progress, "linearizable mode: leader %s (term %d)\n", st.Lin.Leader, st.Lin.Term)
+				return ""
+			}
+			last = status.Convert(err).Message()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return "no write through the linearizable mode with leader " + leader + " within 45s: " + last
+}
+
+func printBenchRows(w io.Writer, rows []*benchRow) {
+	fmt.Fprintf(w, "%-16s %-16s %-15s %6s %8s %8s %8s %8s\n", "SYSTEM", "PREDICATE", "REGION", "OPS", "P50", "P99", "BOUND", "ERRORS")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-16s %-16s %-15s %6d %8.1f %8.1f %8.1f %8d\n", r.System, r.Predicate, r.Region, r.Ops, r.P50ms, r.P99ms, r.BoundMs, r.Errors)
+	}
+}
+
+// tputRun runs inflight closed-loop writers against put for warm plus dur
+// and counts the writes that completed within the measured window.
+func tputRun(ctx context.Context, system, predicate string, inflight int, warm, dur time.Duration, valueBytes int,
+	put func(ctx context.Context, worker int, key string, value []byte) error) *benchRow {
+	row := &benchRow{Phase: phaseTput, System: system, Predicate: predicate, Region: "loopback", InFlight: inflight}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	from, to := start.Add(warm), start.Add(warm+dur)
+	var mu sync.Mutex
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	for w := range inflight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			value := make([]byte, valueBytes)
+			_, _ = rand.Read(value)
+			var lat []time.Duration
+			for i := 0; ; i++ {
+				t0 := time.Now()
+				if t0.After(to) {
+					break
+				}
+				err := put(ctx, w, fmt.Sprintf("bench/%03d/%05d", w, i%10000), value)
+				t1 := time.Now()
+				if ctx.Err() != nil {
+					break
+				}
+				if err != nil {
+					if errs.Add(1) == 1 {
+						mu.Lock()
+						row.FirstError = status.Convert(err).Message()
+						mu.Unlock()
+					}
+					if errs.Load() > 1000 {
+						break
+					}
+					continue
+				}
+				if t1.After(from) && !t1.After(to) {
+					lat = append(lat, t1.Sub(t0))
+				}
+			}
+			mu.Lock()
+			row.lat = append(row.lat, lat...)
+			mu.Unlock()
+		}()
+	}
+	// Writers past the window's end are waited for at most a few seconds:
+	// their results no longer count.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(warm + dur + 15*time.Second):
+		cancel()
+		<-done
+	}
+	row.Ops = len(row.lat)
+	row.Errors = int(errs.Load())
+	row.OpsPerS = float64(row.Ops) / dur.Seconds()
+	row.finish()
+	return row
+}
+
+// loopbackSites starts one stabilizerd per site on loopback, no emulated
+// links, and returns them; stop with stopPIDs.
+func loopbackSites(dir string, sites []string, progress io.Writer) ([]siteState, error) {
+	stabd, err := findStabilizerd("")
+	if err != nil {
+		return nil, err
+	}
+	gen, err := siteconfig.Generate(siteconfig.GenerateOptions{Sites: sites, Dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	var out []siteState
+	for _, g := range gen {
+		s := siteState{Site: g.Site, Config: g.Config, Client: g.Client, HTTP: g.HTTP, Log: filepath.Join(dir, g.Site+".log")}
+		if s.PID, err = spawn(stabd, s.Log, "--config", g.Config); err != nil {
+			return out, err
+		}
+		out = append(out, s)
+	}
+	for _, s := range out {
+		if err := waitHealthy(s); err != nil {
+			return out, err
+		}
+	}
+	fmt.Fprintf(progress, "%d sites on loopback: %s\n", len(out), dir)
+	return out, nil
+}
+
+func sitePIDs(ss []siteState) []int {
+	var pids []int
+	for _, s := range ss {
+		pids = append(pids, s.PID)
+	}
+	return pids
+}
+
+// benchThroughput runs the loopback throughput rows of every system.
+func benchThroughput(ctx context.Context, o benchOptions, dir string, res *benchResults, step func(string, ...any)) error {
+	sites := []string{"us-east-1", "eu-west-1", "ap-northeast-1"}
+	step("throughput: our KV (majority) and linearizable mode, %d sites on loopback", len(sites))
+	if err := benchOursTput(ctx, o, filepath.Join(dir, "stabilizer"), sites, res); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if o.skip["etcd"] {
+		res.skipRow(phaseTput, sysEtcd, "linearizable", "loopback", "skipped: --skip etcd")
+	} else {
+		step("throughput: etcd, 3 members on loopback")
+		if err := benchEtcdTput(ctx, o, filepath.Join(dir, "etcd"), res); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if o.skip["nats"] {
+		res.skipRow(phaseTput, sysNATS, "R3", "loopback", "skipped: --skip nats")
+	} else {
+		step("throughput: NATS JetStream KV, 3 servers on loopback, R3, sync_interval: always")
+		if err := benchNATSTput(ctx, o, filepath.Join(dir, "nats"), res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// connsPerSite is how many gRPC connections the throughput clients open to
+// each site (or member): one connection multiplexes well, but a few spread
+// the client's and server's work over both cores.
+const connsPerSite = 4
+
+func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []string, res *benchResults) error {
+	ss, err := loopbackSites(dir, sites, o.progress)
+	defer stopPIDs(sitePIDs(ss), o.progress)
+	if err != nil {
+		return err
+	}
+	var clients []*kv.Client
+	for range connsPerSite {
+		for _, s := range ss {
+			cl, err := kv.Dial(s.Client)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			clients = append(clients, cl)
+		}
+	}
+	warm := o.tputDuration / 5
+	type variant struct{ system, predicate, prefix, wait string }
+	vs := []variant{{sysOurs, "majority", "", "majority"}}
+	if o.skip["lin"] {
+		res.skipRow(phaseTput, sysLin, "linearizable", "loopback", "skipped: --skip lin")
+	} else if why := waitLinLeader(ctx, clients[0], ss[0].Site, o.progress); why != "" {
+		res.skipRow(phaseTput, sysLin, "linearizable", "loopback", "skipped: "+why)
+	} else {
+		vs = append(vs, variant{sysLin, "linearizable", "/lin/", ""})
+	}
+	for _, v := range vs {
+		for _, n := range o.inflight {
+			row := tputRun(ctx, v.system, v.predicate, n, warm, o.tputDuration, o.valueBytes, func(ctx context.Context, w int, key string, value []byte) error {
+				_, err := clients[w%len(clients)].Put(ctx, v.prefix+key, value, v.wait, 10*time.Second)
+				return err
+			})
+			res.Rows = append(res.Rows, row)
+			fmt.Fprintf(o.progress, "%-16s %-12s %4d in flight: %8.0f writes/s  p50 %.1f ms  p99 %.1f ms  errors %d\n",
+				row.System, row.Predicate, n, row.OpsPerS, row.P50ms, row.P99ms, row.Errors)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	res.note("Throughput, our KV: %d stabilizerd on loopback without the WAN emulator; `majority` = majority(persisted(sites)): the write is fsynced at a majority of sites before its ack. Writers spread evenly over the sites, %d gRPC connections per site; %d-byte values; %s measured after %s of warm-up.",
+		len(sites), connsPerSite, o.valueBytes, o.tputDuration, warm)
+	return nil
+}
