@@ -157,7 +157,7 @@ Writes DIR/results.json, DIR/latencies.json, DIR/report.md and PNG plots.`,
 		},
 	}
 	reportCmd.Flags().StringVar(&reportDir, "out", "", "the folder of an earlier bench run")
-	bench.AddCommand(kvCmd, reportCmd, newEtcdMemberCmd(), newNATSServerCmd())
+	bench.AddCommand(kvCmd, reportCmd)
 	return bench
 }
 

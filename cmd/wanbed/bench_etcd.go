@@ -2,24 +2,467 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
-
+	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
 	"github.com/stabilizer/stabilizer/wan"
 )
 
-func newEtcdMemberCmd() *cobra.Command {
-	return &cobra.Command{Use: "etcd-member", Hidden: true, RunE: func(*cobra.Command, []string) error { return nil }}
+// A real etcd cluster through the emulated WAN.
+//
+// Stock etcd cannot be handed per-pair addresses: every member dials the
+// same advertised peer URL of a peer, so a proxy on that URL cannot know
+// which link (from which region) a connection belongs to. So each member
+// runs in its own network namespace (wanbed's own binary, `wanbed bench
+// etcd-member`, started with `ip netns exec`), joined to the host by a veth
+// pair: member i listens on 10.77.i.2 inside its namespace, and advertises
+// the peer URL 10.77.100.(i+1):2380, an address of the host. A demultiplexer
+// on the host accepts there, tells the dialling member by its source
+// address (10.77.k.2 is member k), and forwards the connection over the
+// emulated k -> i link (wan.Link.DialContext, which also charges the TCP
+// handshake's round trip) to member i. The addresses exist only inside the
+// namespaces and on their veths, which the bench makes and removes.
+//
+// Clients sit in their member's region: they reach its client URL directly.
+
+// etcdMemberConfig is what `benchpeers etcd-member` reads.
+type etcdMemberConfig struct {
+	Name            string `json:"name"`
+	Dir             string `json:"dir"`
+	ListenPeer      string `json:"listen_peer"`
+	ListenClient    string `json:"listen_client"`
+	AdvertisePeer   string `json:"advertise_peer"`
+	AdvertiseClient string `json:"advertise_client"`
+	InitialCluster  string `json:"initial_cluster"`
+	TickMs          uint   `json:"heartbeat_ms"`
+	ElectionMs      uint   `json:"election_ms"`
 }
 
-func benchEtcdWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir string, res *benchResults) error {
-	res.skipRow(phaseWAN, sysEtcd, "linearizable", "", "skipped: not built yet")
-	_ = time.Second
+// netnsBed is the namespaces, veths and host addresses of the etcd members.
+type netnsBed struct {
+	ns, veth []string
+	log      io.Writer
+}
+
+func ipCmd(args ...string) error {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
 	return nil
 }
 
+func memberAddr(i int) string    { return fmt.Sprintf("10.77.%d.2", i) }
+func advertiseAddr(i int) string { return fmt.Sprintf("10.77.100.%d", i+1) }
+
+// newNetnsBed makes one namespace per member; on error it removes what it
+// made and the error says what the machine refused.
+func newNetnsBed(n int, log io.Writer) (*netnsBed, error) {
+	if _, err := exec.LookPath("ip"); err != nil {
+		return nil, errors.New("the ip command (iproute2) is not installed")
+	}
+	b := &netnsBed{log: log}
+	tag := os.Getpid() % 100000
+	for i := range n {
+		ns, host, peer := fmt.Sprintf("wanbed-etcd-%d-%d", tag, i), fmt.Sprintf("wbe%dh%d", tag, i), fmt.Sprintf("wbe%dn%d", tag, i)
+		if err := ipCmd("netns", "add", ns); err != nil {
+			b.close()
+			return nil, err
+		}
+		b.ns = append(b.ns, ns)
+		if err := ipCmd("link", "add", host, "type", "veth", "peer", "name", peer); err != nil {
+			b.close()
+			return nil, err
+		}
+		b.veth = append(b.veth, host)
+		for _, args := range [][]string{
+			{"link", "set", peer, "netns", ns},
+			{"addr", "add", fmt.Sprintf("10.77.%d.1/24", i), "dev", host},
+			{"addr", "add", advertiseAddr(i) + "/32", "dev", host},
+			{"link", "set", host, "up"},
+			{"-n", ns, "addr", "add", memberAddr(i) + "/24", "dev", peer},
+			{"-n", ns, "link", "set", peer, "up"},
+			{"-n", ns, "link", "set", "lo", "up"},
+			{"-n", ns, "route", "add", "default", "via", fmt.Sprintf("10.77.%d.1", i)},
+		} {
+			if err := ipCmd(args...); err != nil {
+				b.close()
+				return nil, err
+			}
+		}
+	}
+	return b, nil
+}
+
+func (b *netnsBed) close() {
+	for _, v := range b.veth {
+		if err := ipCmd("link", "del", v); err != nil {
+			fmt.Fprintln(b.log, err)
+		}
+	}
+	for _, ns := range b.ns {
+		if err := ipCmd("netns", "del", ns); err != nil {
+			fmt.Fprintln(b.log, err)
+		}
+	}
+	b.veth, b.ns = nil, nil
+}
+
+// peerDemux accepts peer connections for member `to` at its advertised
+// address and forwards each over the link from the dialling member.
+type peerDemux struct {
+	ln   net.Listener
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	open map[net.Conn]struct{}
+}
+
+func startPeerDemux(n *wan.Network, sites []string, to int, listen, target string) (*peerDemux, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, err
+	}
+	d := &peerDemux{ln: ln, open: map[net.Conn]struct{}{}}
+	bySource := map[string]int{}
+	for i := range sites {
+		bySource[memberAddr(i)] = i
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+			from, ok := bySource[host]
+			if !ok || from == to {
+				_ = c.Close()
+				continue
+			}
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				d.forward(n, sites[from], sites[to], c, target)
+			}()
+		}
+	}()
+	return d, nil
+}
+
+func (d *peerDemux) track(c net.Conn, add bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if add {
+		d.open[c] = struct{}{}
+	} else {
+		delete(d.open, c)
+	}
+}
+
+func (d *peerDemux) forward(n *wan.Network, from, to string, c net.Conn, target string) {
+	defer c.Close()
+	l, err := n.Link(from, to)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	s, err := l.DialContext(ctx, "tcp", target)
+	cancel()
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	d.track(c, true)
+	d.track(s, true)
+	defer d.track(c, false)
+	defer d.track(s, false)
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(s, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, s); done <- struct{}{} }()
+	<-done
+	_ = c.Close()
+	_ = s.Close()
+	<-done
+}
+
+func (d *peerDemux) close() {
+	_ = d.ln.Close()
+	d.mu.Lock()
+	for c := range d.open {
+		_ = c.Close()
+	}
+	d.mu.Unlock()
+	d.wg.Wait()
+}
+
+// etcdCluster is a running set of members.
+type etcdCluster struct {
+	names   []string
+	clients []string // client address per member
+	pids    []int
+}
+
+// findBenchPeers looks for the benchpeers binary beside wanbed, then on PATH.
+func findBenchPeers() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "benchpeers")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("benchpeers")
+	if err != nil {
+		return "", errors.New("the benchpeers binary (etcd and NATS) is not beside wanbed nor on PATH: go build -o bin/ ./cmd/...")
+	}
+	return p, nil
+}
+
+// startEtcd writes each member's config and starts it, inside its
+// namespace when ns is given.
+func startEtcd(peers, dir string, names, listenPeer, advertisePeer, listenClient []string, ns []string, tickMs, electionMs uint) (*etcdCluster, error) {
+	var ic []string
+	for i, n := range names {
+		ic = append(ic, n+"=http://"+advertisePeer[i])
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &etcdCluster{names: names}
+	for i, n := range names {
+		mc := etcdMemberConfig{Name: n, Dir: filepath.Join(dir, n), ListenPeer: "http://" + listenPeer[i], AdvertisePeer: "http://" + advertisePeer[i],
+			ListenClient: "http://" + listenClient[i], AdvertiseClient: "http://" + listenClient[i], InitialCluster: strings.Join(ic, ","),
+			TickMs: tickMs, ElectionMs: electionMs}
+		b, _ := json.MarshalIndent(mc, "", "  ")
+		path := filepath.Join(dir, n+".json")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return c, err
+		}
+		bin, args := peers, []string{"etcd-member", "--config", path}
+		if ns != nil {
+			bin, args = "ip", append([]string{"netns", "exec", ns[i], peers}, args...)
+		}
+		pid, err := spawn(bin, filepath.Join(dir, n+".log"), args...)
+		if err != nil {
+			return c, err
+		}
+		c.pids = append(c.pids, pid)
+		c.clients = append(c.clients, listenClient[i])
+	}
+	return c, nil
+}
+
+func (c *etcdCluster) endpoints(named bool) string {
+	var eps []string
+	for i, a := range c.clients {
+		if named {
+			a = c.names[i] + "=" + a
+		}
+		eps = append(eps, a)
+	}
+	return strings.Join(eps, ",")
+}
+
+// runPeers runs benchpeers with args, its stderr going to progress, and
+// decodes its stdout into out.
+func runPeers(ctx context.Context, peers string, progress io.Writer, out any, args ...string) error {
+	cmd := exec.CommandContext(ctx, peers, args...)
+	cmd.Stderr = progress
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 20 * time.Second
+	b, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("benchpeers %s: %w", args[0], err)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("benchpeers %s: %w: %q", args[0], err, b)
+	}
+	return nil
+}
+
+// peerResult is what benchpeers prints for one region or one run.
+type peerResult struct {
+	Region     string    `json:"region"`
+	LatMs      []float64 `json:"lat_ms"`
+	Errors     int       `json:"errors"`
+	FirstError string    `json:"first_error"`
+	Ops        int       `json:"ops"`
+	OpsPerS    float64   `json:"ops_per_s"`
+}
+
+func (p peerResult) fill(r *benchRow) {
+	r.Ops, r.Errors, r.FirstError, r.OpsPerS = p.Ops, p.Errors, p.FirstError, p.OpsPerS
+	for _, v := range p.LatMs {
+		r.lat = append(r.lat, time.Duration(v*float64(time.Millisecond)))
+	}
+	r.finish()
+}
+
+// etcdWANTick and etcdWANElection follow etcd's tuning guide: the heartbeat
+// interval around the largest round trip between members (255.7 ms on
+// ec2-5), the election timeout ten times that.
+const (
+	etcdWANTickMs     = 250
+	etcdWANElectionMs = 2500
+)
+
+const etcdVersion = "v3.7.3"
+
+func benchEtcdWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir string, res *benchResults) error {
+	skip := func(why string) error {
+		res.skipRow(phaseWAN, sysEtcd, "linearizable", "", "skipped: "+why)
+		res.note("etcd on the WAN skipped: %s.", why)
+		fmt.Fprintf(o.progress, "etcd on the WAN skipped: %s\n", why)
+		return nil
+	}
+	peers, err := findBenchPeers()
+	if err != nil {
+		return skip(err.Error())
+	}
+	if os.Geteuid() != 0 {
+		return skip(fmt.Sprintf("network namespaces need root, and this runs as uid %d", os.Geteuid()))
+	}
+	if len(topo.Sites) > 99 {
+		return skip("more than 99 sites")
+	}
+	bed, err := newNetnsBed(len(topo.Sites), o.progress)
+	if err != nil {
+		return skip("this machine does not allow network namespaces with veth pairs: " + err.Error())
+	}
+	defer bed.close()
+	n, err := wan.NewNetwork(wan.Config{Topology: topo})
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	var listenPeer, advertise, listenClient []string
+	for i := range topo.Sites {
+		listenPeer = append(listenPeer, memberAddr(i)+":2380")
+		advertise = append(advertise, advertiseAddr(i)+":2380")
+		listenClient = append(listenClient, memberAddr(i)+":2379")
+		d, err := startPeerDemux(n, topo.Sites, i, advertise[i], listenPeer[i])
+		if err != nil {
+			return skip("cannot listen on the members' advertised addresses: " + err.Error())
+		}
+		defer d.close()
+	}
+	c, err := startEtcd(peers, dir, topo.Sites, listenPeer, advertise, listenClient, bed.ns, etcdWANTickMs, etcdWANElectionMs)
+	if c != nil {
+		defer stopPIDs(c.pids, o.progress)
+	}
+	if err != nil {
+		return err
+	}
+	leader := topo.Sites[0]
+	fmt.Fprintf(o.progress, "etcd: %d members in namespaces %s; waiting for a leader in %s\n", len(topo.Sites), strings.Join(bed.ns, ", "), leader)
+
+	if err := runPeers(ctx, peers, o.progress, nil, "etcd-leader", "--endpoints", c.endpoints(true), "--want", leader); err != nil {
+		return skip(fmt.Sprintf("the cluster had no leader in %s within 90s (%v; member logs in %s)", leader, err, dir))
+	}
+
+	fmt.Fprintf(o.progress, "etcd: leader %s\n", leader)
+	load := map[string]any{"warmup": o.warmup, "regions": topo.Sites, "timeout": 10 * time.Second}
+	members, records := map[string]string{}, map[string][]map[string]any{}
+	for i, s := range topo.Sites {
+		members[s] = c.clients[i]
+		g := newGen(s, uint64(1000+i))
+		for range o.warmup + o.writes {
+			rec := g.next()
+			records[s] = append(records[s], map[string]any{"k": rec.key, "v": rec.value})
+		}
+	}
+	load["members"], load["records"] = members, records
+	b, _ := json.Marshal(load)
+	in := filepath.Join(dir, "load.json")
+	if err := os.WriteFile(in, b, 0o644); err != nil {
+		return err
+	}
+	lctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	var out []peerResult
+	if err := runPeers(lctx, peers, o.progress, &out, "etcd-wan-load", "--in", in); err != nil {
+		return err
+	}
+	var rows []*benchRow
+	for _, p := range out {
+		r := &benchRow{Phase: phaseWAN, System: sysEtcd, Predicate: "linearizable", Region: p.Region, BoundMs: ms(raftBound(topo, leader, p.Region))}
+		p.fill(r)
+		rows = append(rows, r)
+	}
+	res.Rows = append(res.Rows, rows...)
+	printBenchRows(o.progress, rows)
+	res.note("etcd %s on the WAN: embedded go.etcd.io/etcd/server/v3, one member per region, each in its own network namespace; "+
+		"peer traffic crosses the same emulated links, told apart by source address (see cmd/wanbed/bench_etcd.go); leader moved to %s; "+
+		"heartbeat %d ms, election timeout %d ms (etcd's tuning guide: heartbeat about the largest round trip, election timeout ten times it); "+
+		"each region's client writes the same records as ours, to its own member, which forwards to the leader.", etcdVersion, leader, etcdWANTickMs, etcdWANElectionMs)
+	return nil
+}
+
+// peerTput runs one throughput measurement through benchpeers.
+func peerTput(ctx context.Context, o benchOptions, peers, cmd, system, predicate, endpoints string, n int, res *benchResults) error {
+	warm := o.tputDuration / 5
+	var p peerResult
+	err := runPeers(ctx, peers, o.progress, &p, cmd, "--endpoints", endpoints, "--inflight", fmt.Sprint(n), "--conns", fmt.Sprint(connsPerSite),
+		"--value-bytes", fmt.Sprint(o.valueBytes), "--warm", warm.String(), "--duration", o.tputDuration.String())
+	if err != nil {
+		res.skipRow(phaseTput, system, predicate, "loopback", "failed: "+err.Error())
+		return nil
+	}
+	row := &benchRow{Phase: phaseTput, System: system, Predicate: predicate, Region: "loopback", InFlight: n}
+	p.fill(row)
+	res.Rows = append(res.Rows, row)
+	fmt.Fprintf(o.progress, "%-16s %-12s %4d in flight: %8.0f writes/s  p50 %.1f ms  p99 %.1f ms  errors %d\n",
+		row.System, row.Predicate, n, row.OpsPerS, row.P50ms, row.P99ms, row.Errors)
+	return nil
+}
+
+// benchEtcdTput runs a 3-member etcd on loopback and measures writes/s.
 func benchEtcdTput(ctx context.Context, o benchOptions, dir string, res *benchResults) error {
-	res.skipRow(phaseTput, sysEtcd, "linearizable", "loopback", "skipped: not built yet")
+	peers, err := findBenchPeers()
+	if err != nil {
+		res.skipRow(phaseTput, sysEtcd, "linearizable", "loopback", "skipped: "+err.Error())
+		return nil
+	}
+	names := []string{"us-east-1", "eu-west-1", "ap-northeast-1"}
+	ports, err := siteconfig.FreePorts("127.0.0.1", 2*len(names))
+	if err != nil {
+		return err
+	}
+	peerAddrs, clientsAt := ports[:len(names)], ports[len(names):]
+	c, err := startEtcd(peers, dir, names, peerAddrs, peerAddrs, clientsAt, nil, 100, 1000)
+	if c != nil {
+		defer stopPIDs(c.pids, o.progress)
+	}
+	if err != nil {
+		return err
+	}
+	if err := runPeers(ctx, peers, o.progress, nil, "etcd-leader", "--endpoints", c.endpoints(true), "--timeout", "60s"); err != nil {
+		res.skipRow(phaseTput, sysEtcd, "linearizable", "loopback", fmt.Sprintf("skipped: no leader within 60s: %v", err))
+		return nil
+	}
+	for _, n := range o.inflight {
+		if err := peerTput(ctx, o, peers, "etcd-tput", sysEtcd, "linearizable", c.endpoints(false), n, res); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	res.note("Throughput, etcd %s: 3 embedded members (separate processes) on loopback, default heartbeat 100 ms and election 1000 ms; etcd fsyncs its WAL at the leader and at each follower before a write commits. Writers spread evenly over the members (followers forward to the leader), %d client connections per member, clients in their own process (benchpeers).", etcdVersion, connsPerSite)
 	return nil
 }
