@@ -29,15 +29,11 @@ kv stream of that site) and how far each named predicate's frontier got.`,
   kvctl frontier --origin eu-west-1 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := g.checkOutput("text", "table", "json"); err != nil {
-				return err
-			}
-			c, ctx, cancel, err := r.dial()
+			c, ctx, done, err := r.open("text", "table", "json")
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			defer cancel()
+			defer done()
 			res, err := c.Admin.Frontier(ctx, &kvpb.FrontierRequest{Origin: origin, Stream: stream})
 			if err != nil {
 				return r.explain(err)
@@ -74,15 +70,11 @@ func newPredicateRemoteCmds(g *globals, r *remote) []*cobra.Command {
 		Short: "List the named predicates a site knows",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := g.checkOutput("text", "table", "json"); err != nil {
-				return err
-			}
-			c, ctx, cancel, err := r.dial()
+			c, ctx, done, err := r.open("text", "table", "json")
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			defer cancel()
+			defer done()
 			res, err := c.Admin.ListPredicates(ctx, &kvpb.ListPredicatesRequest{})
 			if err != nil {
 				return r.explain(err)
@@ -134,15 +126,11 @@ func newClusterCmd(g *globals, r *remote) *cobra.Command {
 		Short: "Show the sites, which are connected, and the streams a site holds",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := g.checkOutput("text", "table", "json"); err != nil {
-				return err
-			}
-			c, ctx, cancel, err := r.dial()
+			c, ctx, done, err := r.open("text", "table", "json")
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			defer cancel()
+			defer done()
 			res, err := c.Admin.Status(ctx, &kvpb.StatusRequest{})
 			if err != nil {
 				return r.explain(err)

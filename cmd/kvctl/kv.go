@@ -160,9 +160,6 @@ predicate. Exit status 0 means the predicate holds for the write. VALUE "-" read
   kvctl put big - < manifest.json`,
 		Args: exactArgs("KEY", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput("text", "json", "table"); err != nil {
-				return err
-			}
 			value := []byte(args[1])
 			if args[1] == "-" {
 				var err error
@@ -170,12 +167,11 @@ predicate. Exit status 0 means the predicate holds for the write. VALUE "-" read
 					return err
 				}
 			}
-			c, ctx, cancel, err := r.dial()
+			c, ctx, done, err := r.open("text", "json", "table")
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			defer cancel()
+			defer done()
 			res, err := c.Put(ctx, args[0], value, wait, r.timeout)
 			if err != nil {
 				return r.explain(err)
@@ -190,15 +186,11 @@ predicate. Exit status 0 means the predicate holds for the write. VALUE "-" read
 		Example: `  kvctl del jobs/7 --wait all`,
 		Args:    exactArgs("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput("text", "json", "table"); err != nil {
-				return err
-			}
-			c, ctx, cancel, err := r.dial()
+			c, ctx, done, err := r.open("text", "json", "table")
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			defer cancel()
+			defer done()
 			res, err := c.Delete(ctx, args[0], wait, r.timeout)
 			if err != nil {
 				return r.explain(err)
@@ -222,19 +214,15 @@ A missing key exits with status 1.`,
   kvctl get jobs/7 --session us-east-1:42   # read your own write made at another site`,
 		Args: exactArgs("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput("text", "json", "table"); err != nil {
-				return err
-			}
 			sess, err := kv.ParseSession(session)
 			if err != nil {
 				return usageError{err}
 			}
-			c, ctx, cancel, err := r.dial()
+			c, ctx, done, err := r.open("text", "json", "table")
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			defer cancel()
+			defer done()
 			res, err := c.Get(ctx, &kvpb.GetRequest{Key: args[0], Stable: stable, Quorum: quorum, Snapshot: snapshot,
 				Session: sess, TimeoutMs: r.timeout.Milliseconds()})
 			if err != nil {
@@ -264,15 +252,11 @@ A missing key exits with status 1.`,
 		Example: `  kvctl scan jobs/ --limit 20 -o table`,
 		Args:    exactArgs("PREFIX"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput("text", "json", "table"); err != nil {
-				return err
-			}
-			c, ctx, cancel, err := r.dial()
+			c, ctx, done, err := r.open("text", "json", "table")
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			defer cancel()
+			defer done()
 			res, err := c.KV.Scan(ctx, &kvpb.ScanRequest{Prefix: args[0], Limit: limit, TimeoutMs: r.timeout.Milliseconds()})
 			if err != nil {
 				return r.explain(err)
@@ -364,4 +348,17 @@ func writeJSONIndent(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// open checks the output format against what the command supports, then
+// connects; done closes what it opened.
+func (r *remote) open(formats ...string) (*kv.Client, context.Context, func(), error) {
+	if err := r.g.checkOutput(formats...); err != nil {
+		return nil, nil, nil, err
+	}
+	c, ctx, cancel, err := r.dial()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return c, ctx, func() { cancel(); c.Close() }, nil
 }

@@ -26,20 +26,16 @@ VALUE is ignored and the key is removed if the condition holds.`,
   kvctl cas /lin/jobs/7/state running --lease jobs/7 --token 5    # fenced by the job's lease`,
 		Args: exactArgs("KEY", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput("text", "json"); err != nil {
-				return err
-			}
 			req := &kvpb.CASRequest{Key: args[0], Value: []byte(args[1]), IfAbsent: ifAbsent, IfVersion: ifVersion,
 				LeaseJob: leaseJob, LeaseToken: leaseToken, Delete: del, TimeoutMs: r.timeout.Milliseconds()}
 			if cmd.Flags().Changed("if-value") {
 				req.IfValue, req.HasIfValue = []byte(ifValue), true
 			}
-			c, ctx, cancel, err := r.dial()
+			c, ctx, done, err := r.open("text", "json")
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			defer cancel()
+			defer done()
 			res, err := c.KV.CompareAndSwap(ctx, req)
 			if err != nil {
 				return r.explain(err)
@@ -76,21 +72,17 @@ acting as owner when "valid for" has passed without a renewal.`,
 	var token uint64
 	run := func(op string) func(cmd *cobra.Command, args []string) error {
 		return func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput("text", "json"); err != nil {
-				return err
-			}
 			if op != "get" && holder == "" {
 				return usageError{fmt.Errorf("--holder is required for %s", op)}
 			}
 			if (op == "renew" || op == "revoke") && token == 0 {
 				return usageError{fmt.Errorf("--token is required for %s (the token grant returned)", op)}
 			}
-			c, ctx, cancel, err := r.dial()
+			c, ctx, done, err := r.open("text", "json")
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			defer cancel()
+			defer done()
 			res, err := c.KV.Lease(ctx, &kvpb.LeaseRequest{Op: op, Job: args[0], Holder: holder, TtlMs: ttl.Milliseconds(),
 				Token: token, TimeoutMs: r.timeout.Milliseconds()})
 			if err != nil {

@@ -117,7 +117,7 @@ func newGenconfig() *cobra.Command {
 			if o.Groups, err = parseGroups(groups); err != nil {
 				return err
 			}
-			if o.Predicates, err = parsePredicates(preds); err != nil {
+			if o.Predicates, err = siteconfig.ParsePredicates("--predicates", preds); err != nil {
 				return err
 			}
 			gen, err := siteconfig.Generate(o)
@@ -155,21 +155,6 @@ func parseGroups(s string) (map[string][]string, error) {
 			return nil, fmt.Errorf("--groups: %q is not name=site[+site...]", g)
 		}
 		out[name] = append(out[name], strings.FieldsFunc(members, func(r rune) bool { return r == '+' || r == '|' })...)
-	}
-	return out, nil
-}
-
-func parsePredicates(s string) (map[string]string, error) {
-	out := map[string]string{}
-	if s == "" {
-		return out, nil
-	}
-	for _, p := range strings.Split(s, ";") {
-		name, src, ok := strings.Cut(p, "=")
-		if !ok || strings.TrimSpace(name) == "" {
-			return nil, fmt.Errorf("--predicates: %q is not name=predicate", p)
-		}
-		out[strings.TrimSpace(name)] = strings.TrimSpace(src)
 	}
 	return out, nil
 }

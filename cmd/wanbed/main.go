@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
 	"github.com/stabilizer/stabilizer/wan"
 )
 
@@ -66,7 +67,7 @@ and drives workloads against it. Topologies: ` + strings.Join(wan.PresetNames(),
 			if err := needDir(); err != nil {
 				return err
 			}
-			pm, err := parsePredicates(preds)
+			pm, err := siteconfig.ParsePredicates("--predicates", preds)
 			if err != nil {
 				return err
 			}
@@ -124,21 +125,6 @@ and drives workloads against it. Topologies: ` + strings.Join(wan.PresetNames(),
 	root.AddCommand(upCmd, statusCmd, downCmd, newLinkCmd(&dir, needDir), serve, newRunCmd(&dir, needDir), newDemoCmd(&dir))
 	root.AddCommand(newBenchCmd())
 	return root
-}
-
-func parsePredicates(s string) (map[string]string, error) {
-	out := map[string]string{}
-	if s == "" {
-		return out, nil
-	}
-	for _, p := range strings.Split(s, ";") {
-		name, src, ok := strings.Cut(p, "=")
-		if !ok || strings.TrimSpace(name) == "" {
-			return nil, fmt.Errorf("--predicates: %q is not name=predicate", p)
-		}
-		out[strings.TrimSpace(name)] = strings.TrimSpace(src)
-	}
-	return out, nil
 }
 
 func writeJSON(w io.Writer, v any) error {

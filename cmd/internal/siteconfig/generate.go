@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -154,4 +155,21 @@ func FreePorts(host string, n int) ([]string, error) {
 		}
 	}
 	return addrs, nil
+}
+
+// ParsePredicates reads named predicates from a flag: "name=source", several
+// separated by ";" (sources contain commas).
+func ParsePredicates(flag, s string) (map[string]string, error) {
+	out := map[string]string{}
+	if s == "" {
+		return out, nil
+	}
+	for _, p := range strings.Split(s, ";") {
+		name, src, ok := strings.Cut(p, "=")
+		if !ok || strings.TrimSpace(name) == "" {
+			return nil, fmt.Errorf("%s: %q is not name=predicate", flag, p)
+		}
+		out[strings.TrimSpace(name)] = strings.TrimSpace(src)
+	}
+	return out, nil
 }
