@@ -176,12 +176,26 @@ func benchOursWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 	if oc != "" {
 		preds[otherContinentName] = oc
 	}
-	st, err := up(upOptions{topology: o.topology, dir: dir, progress: o.progress, predicates: preds})
-	if st != nil {
-		defer func() { _ = down(dir, io.Discard) }()
-	}
-	if err != nil {
-		return err
+	// up reserves the sites' ports before the WAN process starts its
+	// proxies on ports of the kernel's choosing, which now and then take
+	// one of them; a fresh start then usually works.
+	var st *state
+	for attempt := 1; ; attempt++ {
+		d := fmt.Sprintf("%s-%d", dir, attempt)
+		st, err = up(upOptions{topology: o.topology, dir: d, progress: o.progress, predicates: preds})
+		if st != nil {
+			defer func() { _ = down(d, io.Discard) }()
+		}
+		if err == nil {
+			break
+		}
+		if attempt == 3 || ctx.Err() != nil {
+			return err
+		}
+		fmt.Fprintf(o.progress, "starting the sites failed (%v); again\n", firstLine(err.Error()))
+		if st != nil {
+			_ = down(d, io.Discard)
+		}
 	}
 	clients := map[string]*kv.Client{}
 	for _, s := range st.Sites {
@@ -268,6 +282,11 @@ func waitLinLeader(ctx context.Context, c *kv.Client, leader string, progress io
 		time.Sleep(200 * time.Millisecond)
 	}
 	return "no write through the linearizable mode with leader " + leader + " within 45s: " + last
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func printBenchRows(w io.Writer, rows []*benchRow) {

@@ -421,8 +421,16 @@ func writeBenchPlots(dir string, res *benchResults) ([]string, error) {
 		p.Y.Label.Text = "fraction of writes"
 		p.Y.Min, p.Y.Max = 0, 1
 		p.Add(plotter.NewGrid())
-		p.Legend.Top, p.Legend.Left = false, false
-		p.Legend.YOffs = vg.Points(-150)
+		// The legend sits top right, in room made beyond the slowest write.
+		p.Legend.Top, p.Legend.Left = true, false
+		p.Legend.TextStyle.Font.Size = vg.Points(9)
+		maxMs := 0.0
+		for _, r := range res.Rows {
+			if r.Phase == phaseWAN && r.Region == region && len(r.lat) > 0 {
+				maxMs = math.Max(maxMs, ms(slices.Max(r.lat)))
+			}
+		}
+		p.X.Min, p.X.Max = 0, maxMs*1.6
 		for _, r := range res.Rows {
 			if r.Phase != phaseWAN || r.Region != region || len(r.lat) == 0 {
 				continue
@@ -515,6 +523,7 @@ func drawBars(path string, res *benchResults, regions, labels []string) error {
 		bb.Color, bb.Offset = color.RGBA{170, 170, 170, 255}, w/2
 		bb.LineStyle.Width = 0
 		p.Add(a, bb)
+		p.Y.Min, p.Y.Max = 0, math.Max(slices.Max(p50s), slices.Max(bounds))*1.25
 		p.Legend.Add("p50", a)
 		p.Legend.Add("bound", bb)
 		p.Legend.Top, p.Legend.Left = true, true
