@@ -386,7 +386,7 @@ func pct(x float64) string {
 	if math.IsNaN(x) {
 		return "–"
 	}
-	return fmt.Sprintf("%.0f%%", x*100)
+	return fmt.Sprintf("%.1f%%", x*100)
 }
 
 // palette gives each label a fixed colour across plots.
