@@ -78,6 +78,13 @@ type Store struct {
 		pending  map[string]Version // own writes not yet applied: visible at once
 		watchers map[*watcher]struct{}
 	}
+	// compiled caches predicates by source: every write checks its wait.
+	compiled sync.Map // string -> *compiledPred
+}
+
+type compiledPred struct {
+	p           *frontier.Predicate
+	satisfiable bool // for this site's own writes
 }
 
 // New creates the store and registers it with the node.
@@ -198,27 +205,46 @@ func (s *Store) withTimeout(ctx context.Context, d time.Duration) (context.Conte
 
 // compile resolves a predicate name or source to a compiled predicate.
 func (s *Store) compile(ctx context.Context, p string) (*frontier.Predicate, error) {
+	c, err := s.lookup(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return c.p, nil
+}
+
+// lookup compiles a predicate once per source; names are resolved on every
+// call, since a named predicate can be changed.
+func (s *Store) lookup(ctx context.Context, p string) (*compiledPred, error) {
 	src := p
 	for _, d := range s.node.Predicates(ctx) {
 		if d.Name == p {
 			src = d.Source
 		}
 	}
+	if c, ok := s.compiled.Load(src); ok {
+		return c.(*compiledPred), nil
+	}
 	if _, err := s.node.Predicate(ctx, p); err != nil {
 		return nil, err
 	}
-	return frontier.Compile(src, s.node.Schema())
+	fp, err := frontier.Compile(src, s.node.Schema())
+	if err != nil {
+		return nil, err
+	}
+	self, _ := s.node.Schema().SiteIndex(s.node.Site())
+	c := &compiledPred{p: fp, satisfiable: fp.Satisfiable(self, self)}
+	s.compiled.Store(src, c)
+	return c, nil
 }
 
 // checkSatisfiable refuses a wait that this configuration can never
 // satisfy for this site's writes, instead of timing out.
 func (s *Store) checkSatisfiable(ctx context.Context, p string) error {
-	c, err := s.compile(ctx, p)
+	c, err := s.lookup(ctx, p)
 	if err != nil {
 		return fmt.Errorf("kv: wait: %w", err)
 	}
-	self, _ := s.node.Schema().SiteIndex(s.node.Site())
-	if !c.Satisfiable(self, self) {
+	if !c.satisfiable {
 		return fmt.Errorf("%w: %q can never hold for writes from %s with sites %s", ErrUnsatisfiable, p, s.node.Site(), strings.Join(s.node.Schema().Sites, ", "))
 	}
 	return nil

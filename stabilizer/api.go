@@ -83,19 +83,19 @@ func (n *Node) Predicate(ctx context.Context, nameOrSource string) (string, erro
 	if n.isNamed(ctx, nameOrSource) {
 		return nameOrSource, nil
 	}
-	if _, err := frontier.Compile(nameOrSource, n.cfg.Schema); err != nil {
-		var fe *frontier.Error
-		if errors.As(err, &fe) && !strings.ContainsAny(nameOrSource, "()") {
-			return "", fmt.Errorf("%w %q (known: %s)", ErrUnknownPredicate, nameOrSource, strings.Join(n.PredicateNames(ctx), ", "))
-		}
-		return "", fmt.Errorf("stabilizer: predicate %q: %w", nameOrSource, err)
-	}
 	name := "=" + nameOrSource
 	n.mu.Lock()
 	known := n.mu.inline[name]
 	n.mu.Unlock()
 	if known {
 		return name, nil
+	}
+	if _, err := frontier.Compile(nameOrSource, n.cfg.Schema); err != nil {
+		var fe *frontier.Error
+		if errors.As(err, &fe) && !strings.ContainsAny(nameOrSource, "()") {
+			return "", fmt.Errorf("%w %q (known: %s)", ErrUnknownPredicate, nameOrSource, strings.Join(n.PredicateNames(ctx), ", "))
+		}
+		return "", fmt.Errorf("stabilizer: predicate %q: %w", nameOrSource, err)
 	}
 	var err error
 	if derr := n.do(ctx, func() { _, err = n.core.SetPredicate(name, nameOrSource) }); derr != nil {
@@ -125,10 +125,13 @@ func (n *Node) PredicateNames(ctx context.Context) []string {
 }
 
 // Predicates lists the named predicates with their sources and versions,
-// built-ins first.
-func (n *Node) Predicates(ctx context.Context) []core.PredicateDef {
-	var defs []core.PredicateDef
-	_ = n.do(ctx, func() { defs = n.core.Predicates() })
+// built-ins first. It reads the node's copy, kept current by Start and
+// SetPredicate, so it costs no round trip through the loop (writes ask on
+// every request).
+func (n *Node) Predicates(context.Context) []core.PredicateDef {
+	n.mu.Lock()
+	defs := n.mu.defs
+	n.mu.Unlock()
 	out := make([]core.PredicateDef, 0, len(defs)+5)
 	for _, name := range frontier.BuiltinNames() {
 		out = append(out, core.PredicateDef{Name: name, Source: frontier.Builtins[name], Version: 1})
@@ -149,10 +152,21 @@ func (n *Node) SetPredicate(ctx context.Context, name, src string) (uint64, erro
 	}
 	var v uint64
 	var err error
-	if derr := n.do(ctx, func() { v, err = n.core.SetPredicate(name, src) }); derr != nil {
+	if derr := n.do(ctx, func() {
+		if v, err = n.core.SetPredicate(name, src); err == nil {
+			n.setDefs(n.core.Predicates())
+		}
+	}); derr != nil {
 		return 0, derr
 	}
 	return v, err
+}
+
+// setDefs keeps the copy of the core's run-time predicates Predicates reads.
+func (n *Node) setDefs(defs []core.PredicateDef) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mu.defs = defs
 }
 
 // Frontier returns the frontier of a predicate (name or source) on a

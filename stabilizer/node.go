@@ -131,6 +131,8 @@ type Node struct {
 		err     error // why the loop stopped, if it failed
 		apps    map[string]*appQueue
 		inline  map[string]bool // inline predicates registered with the core
+		// defs are the core's run-time predicates, for Predicates.
+		defs []core.PredicateDef
 		// channels are the application channels, by tag (channels.go).
 		channels map[byte]ChannelHandler
 		planes   map[string]uint8
@@ -239,6 +241,7 @@ func (n *Node) Start() error {
 		return fmt.Errorf("stabilizer: %w", err)
 	}
 	n.core = c
+	n.setDefs(c.Predicates())
 	for _, f := range state.Frontiers {
 		n.pub.seed(f)
 	}

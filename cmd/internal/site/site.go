@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"slices"
 	"strings"
@@ -238,6 +239,11 @@ func (s *Site) serveHTTP(l net.Listener) {
 		fmt.Fprintf(w, "ok %s up %s\n", s.cfg.Site, time.Since(s.started).Round(time.Second))
 	})
 	mux.HandleFunc("GET /status.json", s.statusJSON)
+	// Profiles for whoever runs the site: it listens where the operator
+	// chose, usually loopback.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /{$}", s.statusPage)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
