@@ -53,9 +53,11 @@ fuzz:
 
 # Needs protoc, protoc-gen-go and protoc-gen-go-grpc on PATH; the generated
 # code is committed so nobody else needs them.
+# The file is registered under its path from the module root, so that it
+# cannot clash with another program's plain "kv.proto" (etcd has one).
 proto:
-	cd kv/kvpb && protoc --go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative kv.proto
+	protoc --proto_path=. --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative kv/kvpb/kv.proto
 
 clean:
 	$(GO) clean -testcache

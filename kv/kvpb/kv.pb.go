@@ -6,7 +6,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: kv.proto
+// source: kv/kvpb/kv.proto
 
 package kvpb
 
@@ -35,7 +35,7 @@ type HLC struct {
 
 func (x *HLC) Reset() {
 	*x = HLC{}
-	mi := &file_kv_proto_msgTypes[0]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +47,7 @@ func (x *HLC) String() string {
 func (*HLC) ProtoMessage() {}
 
 func (x *HLC) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[0]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +60,7 @@ func (x *HLC) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HLC.ProtoReflect.Descriptor instead.
 func (*HLC) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{0}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *HLC) GetWall() int64 {
@@ -91,7 +91,7 @@ type Version struct {
 
 func (x *Version) Reset() {
 	*x = Version{}
-	mi := &file_kv_proto_msgTypes[1]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -103,7 +103,7 @@ func (x *Version) String() string {
 func (*Version) ProtoMessage() {}
 
 func (x *Version) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[1]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -116,7 +116,7 @@ func (x *Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Version.ProtoReflect.Descriptor instead.
 func (*Version) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{1}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Version) GetKey() string {
@@ -174,7 +174,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_kv_proto_msgTypes[2]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -186,7 +186,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[2]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -199,7 +199,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{2}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PutRequest) GetKey() string {
@@ -241,7 +241,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_kv_proto_msgTypes[3]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -253,7 +253,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[3]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -266,7 +266,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{3}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DeleteRequest) GetKey() string {
@@ -301,7 +301,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_kv_proto_msgTypes[4]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -313,7 +313,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[4]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -326,7 +326,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{4}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WriteResponse) GetOrigin() string {
@@ -366,7 +366,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_kv_proto_msgTypes[5]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +378,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[5]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +391,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{5}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetRequest) GetKey() string {
@@ -447,7 +447,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_kv_proto_msgTypes[6]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -459,7 +459,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[6]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -472,7 +472,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{6}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetResponse) GetVersion() *Version {
@@ -508,7 +508,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_kv_proto_msgTypes[7]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +520,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[7]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +533,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{7}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ScanRequest) GetPrefix() string {
@@ -573,7 +573,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_kv_proto_msgTypes[8]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +585,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[8]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +598,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{8}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ScanResponse) GetVersions() []*Version {
@@ -619,7 +619,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_kv_proto_msgTypes[9]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +631,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[9]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +644,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{9}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WatchRequest) GetPrefix() string {
@@ -670,7 +670,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_kv_proto_msgTypes[10]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +682,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[10]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +695,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{10}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchEvent) GetVersion() *Version {
@@ -726,7 +726,7 @@ type CASRequest struct {
 
 func (x *CASRequest) Reset() {
 	*x = CASRequest{}
-	mi := &file_kv_proto_msgTypes[11]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +738,7 @@ func (x *CASRequest) String() string {
 func (*CASRequest) ProtoMessage() {}
 
 func (x *CASRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[11]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +751,7 @@ func (x *CASRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CASRequest.ProtoReflect.Descriptor instead.
 func (*CASRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{11}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CASRequest) GetKey() string {
@@ -838,7 +838,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_kv_proto_msgTypes[12]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +850,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[12]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +863,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{12}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LeaseRequest) GetOp() string {
@@ -923,7 +923,7 @@ type LeaseResponse struct {
 
 func (x *LeaseResponse) Reset() {
 	*x = LeaseResponse{}
-	mi := &file_kv_proto_msgTypes[13]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +935,7 @@ func (x *LeaseResponse) String() string {
 func (*LeaseResponse) ProtoMessage() {}
 
 func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[13]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +948,7 @@ func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResponse.ProtoReflect.Descriptor instead.
 func (*LeaseResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{13}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LeaseResponse) GetJob() string {
@@ -995,7 +995,7 @@ type LocalGetRequest struct {
 
 func (x *LocalGetRequest) Reset() {
 	*x = LocalGetRequest{}
-	mi := &file_kv_proto_msgTypes[14]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1007,7 @@ func (x *LocalGetRequest) String() string {
 func (*LocalGetRequest) ProtoMessage() {}
 
 func (x *LocalGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[14]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1020,7 @@ func (x *LocalGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalGetRequest.ProtoReflect.Descriptor instead.
 func (*LocalGetRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{14}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LocalGetRequest) GetKey() string {
@@ -1040,7 +1040,7 @@ type LocalGetResponse struct {
 
 func (x *LocalGetResponse) Reset() {
 	*x = LocalGetResponse{}
-	mi := &file_kv_proto_msgTypes[15]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1052,7 @@ func (x *LocalGetResponse) String() string {
 func (*LocalGetResponse) ProtoMessage() {}
 
 func (x *LocalGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[15]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1065,7 @@ func (x *LocalGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalGetResponse.ProtoReflect.Descriptor instead.
 func (*LocalGetResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{15}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LocalGetResponse) GetVersion() *Version {
@@ -1092,7 +1092,7 @@ type FrontierRequest struct {
 
 func (x *FrontierRequest) Reset() {
 	*x = FrontierRequest{}
-	mi := &file_kv_proto_msgTypes[16]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1104,7 @@ func (x *FrontierRequest) String() string {
 func (*FrontierRequest) ProtoMessage() {}
 
 func (x *FrontierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[16]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1117,7 @@ func (x *FrontierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrontierRequest.ProtoReflect.Descriptor instead.
 func (*FrontierRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{16}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FrontierRequest) GetOrigin() string {
@@ -1146,7 +1146,7 @@ type Frontier struct {
 
 func (x *Frontier) Reset() {
 	*x = Frontier{}
-	mi := &file_kv_proto_msgTypes[17]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1158,7 @@ func (x *Frontier) String() string {
 func (*Frontier) ProtoMessage() {}
 
 func (x *Frontier) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[17]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1171,7 @@ func (x *Frontier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Frontier.ProtoReflect.Descriptor instead.
 func (*Frontier) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{17}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Frontier) GetPredicate() string {
@@ -1212,7 +1212,7 @@ type AckRow struct {
 
 func (x *AckRow) Reset() {
 	*x = AckRow{}
-	mi := &file_kv_proto_msgTypes[18]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1224,7 @@ func (x *AckRow) String() string {
 func (*AckRow) ProtoMessage() {}
 
 func (x *AckRow) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[18]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1237,7 @@ func (x *AckRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRow.ProtoReflect.Descriptor instead.
 func (*AckRow) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{18}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AckRow) GetLevel() string {
@@ -1268,7 +1268,7 @@ type FrontierResponse struct {
 
 func (x *FrontierResponse) Reset() {
 	*x = FrontierResponse{}
-	mi := &file_kv_proto_msgTypes[19]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1280,7 @@ func (x *FrontierResponse) String() string {
 func (*FrontierResponse) ProtoMessage() {}
 
 func (x *FrontierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[19]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1293,7 @@ func (x *FrontierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrontierResponse.ProtoReflect.Descriptor instead.
 func (*FrontierResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{19}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FrontierResponse) GetOrigin() string {
@@ -1346,7 +1346,7 @@ type ListPredicatesRequest struct {
 
 func (x *ListPredicatesRequest) Reset() {
 	*x = ListPredicatesRequest{}
-	mi := &file_kv_proto_msgTypes[20]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1358,7 @@ func (x *ListPredicatesRequest) String() string {
 func (*ListPredicatesRequest) ProtoMessage() {}
 
 func (x *ListPredicatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[20]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1371,7 @@ func (x *ListPredicatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPredicatesRequest.ProtoReflect.Descriptor instead.
 func (*ListPredicatesRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{20}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{20}
 }
 
 type PredicateDef struct {
@@ -1385,7 +1385,7 @@ type PredicateDef struct {
 
 func (x *PredicateDef) Reset() {
 	*x = PredicateDef{}
-	mi := &file_kv_proto_msgTypes[21]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1397,7 @@ func (x *PredicateDef) String() string {
 func (*PredicateDef) ProtoMessage() {}
 
 func (x *PredicateDef) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[21]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1410,7 @@ func (x *PredicateDef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredicateDef.ProtoReflect.Descriptor instead.
 func (*PredicateDef) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{21}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PredicateDef) GetName() string {
@@ -1443,7 +1443,7 @@ type ListPredicatesResponse struct {
 
 func (x *ListPredicatesResponse) Reset() {
 	*x = ListPredicatesResponse{}
-	mi := &file_kv_proto_msgTypes[22]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1455,7 @@ func (x *ListPredicatesResponse) String() string {
 func (*ListPredicatesResponse) ProtoMessage() {}
 
 func (x *ListPredicatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[22]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1468,7 @@ func (x *ListPredicatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPredicatesResponse.ProtoReflect.Descriptor instead.
 func (*ListPredicatesResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{22}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListPredicatesResponse) GetPredicates() []*PredicateDef {
@@ -1488,7 +1488,7 @@ type SetPredicateRequest struct {
 
 func (x *SetPredicateRequest) Reset() {
 	*x = SetPredicateRequest{}
-	mi := &file_kv_proto_msgTypes[23]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1500,7 @@ func (x *SetPredicateRequest) String() string {
 func (*SetPredicateRequest) ProtoMessage() {}
 
 func (x *SetPredicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[23]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1513,7 @@ func (x *SetPredicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPredicateRequest.ProtoReflect.Descriptor instead.
 func (*SetPredicateRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{23}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetPredicateRequest) GetName() string {
@@ -1539,7 +1539,7 @@ type SetPredicateResponse struct {
 
 func (x *SetPredicateResponse) Reset() {
 	*x = SetPredicateResponse{}
-	mi := &file_kv_proto_msgTypes[24]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1551,7 @@ func (x *SetPredicateResponse) String() string {
 func (*SetPredicateResponse) ProtoMessage() {}
 
 func (x *SetPredicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[24]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1564,7 @@ func (x *SetPredicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPredicateResponse.ProtoReflect.Descriptor instead.
 func (*SetPredicateResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{24}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetPredicateResponse) GetVersion() uint64 {
@@ -1582,7 +1582,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_kv_proto_msgTypes[25]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1594,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[25]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1607,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{25}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{25}
 }
 
 type PeerStatus struct {
@@ -1620,7 +1620,7 @@ type PeerStatus struct {
 
 func (x *PeerStatus) Reset() {
 	*x = PeerStatus{}
-	mi := &file_kv_proto_msgTypes[26]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1632,7 @@ func (x *PeerStatus) String() string {
 func (*PeerStatus) ProtoMessage() {}
 
 func (x *PeerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[26]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1645,7 @@ func (x *PeerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerStatus.ProtoReflect.Descriptor instead.
 func (*PeerStatus) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{26}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PeerStatus) GetSite() string {
@@ -1674,7 +1674,7 @@ type StreamSummary struct {
 
 func (x *StreamSummary) Reset() {
 	*x = StreamSummary{}
-	mi := &file_kv_proto_msgTypes[27]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1686,7 @@ func (x *StreamSummary) String() string {
 func (*StreamSummary) ProtoMessage() {}
 
 func (x *StreamSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[27]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1699,7 @@ func (x *StreamSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSummary.ProtoReflect.Descriptor instead.
 func (*StreamSummary) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{27}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StreamSummary) GetOrigin() string {
@@ -1744,7 +1744,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_kv_proto_msgTypes[28]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1756,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[28]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1769,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{28}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatusResponse) GetSite() string {
@@ -1828,7 +1828,7 @@ type LinStatus struct {
 
 func (x *LinStatus) Reset() {
 	*x = LinStatus{}
-	mi := &file_kv_proto_msgTypes[29]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1840,7 @@ func (x *LinStatus) String() string {
 func (*LinStatus) ProtoMessage() {}
 
 func (x *LinStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[29]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1853,7 @@ func (x *LinStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinStatus.ProtoReflect.Descriptor instead.
 func (*LinStatus) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{29}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LinStatus) GetPrefix() string {
@@ -1898,11 +1898,11 @@ func (x *LinStatus) GetPreferred() string {
 	return ""
 }
 
-var File_kv_proto protoreflect.FileDescriptor
+var File_kv_kvpb_kv_proto protoreflect.FileDescriptor
 
-const file_kv_proto_rawDesc = "" +
+const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\n" +
-	"\bkv.proto\x12\x10stabilizer.kv.v1\"3\n" +
+	"\x10kv/kvpb/kv.proto\x12\x10stabilizer.kv.v1\"3\n" +
 	"\x03HLC\x12\x12\n" +
 	"\x04wall\x18\x01 \x01(\x03R\x04wall\x12\x18\n" +
 	"\alogical\x18\x02 \x01(\rR\alogical\"\x9e\x01\n" +
@@ -2074,19 +2074,19 @@ const file_kv_proto_rawDesc = "" +
 	"\x06Status\x12\x1f.stabilizer.kv.v1.StatusRequest\x1a .stabilizer.kv.v1.StatusResponseB*Z(github.com/stabilizer/stabilizer/kv/kvpbb\x06proto3"
 
 var (
-	file_kv_proto_rawDescOnce sync.Once
-	file_kv_proto_rawDescData []byte
+	file_kv_kvpb_kv_proto_rawDescOnce sync.Once
+	file_kv_kvpb_kv_proto_rawDescData []byte
 )
 
-func file_kv_proto_rawDescGZIP() []byte {
-	file_kv_proto_rawDescOnce.Do(func() {
-		file_kv_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_kv_proto_rawDesc), len(file_kv_proto_rawDesc)))
+func file_kv_kvpb_kv_proto_rawDescGZIP() []byte {
+	file_kv_kvpb_kv_proto_rawDescOnce.Do(func() {
+		file_kv_kvpb_kv_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_kv_kvpb_kv_proto_rawDesc), len(file_kv_kvpb_kv_proto_rawDesc)))
 	})
-	return file_kv_proto_rawDescData
+	return file_kv_kvpb_kv_proto_rawDescData
 }
 
-var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
-var file_kv_proto_goTypes = []any{
+var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_kv_kvpb_kv_proto_goTypes = []any{
 	(*HLC)(nil),                    // 0: stabilizer.kv.v1.HLC
 	(*Version)(nil),                // 1: stabilizer.kv.v1.Version
 	(*PutRequest)(nil),             // 2: stabilizer.kv.v1.PutRequest
@@ -2121,7 +2121,7 @@ var file_kv_proto_goTypes = []any{
 	nil,                            // 31: stabilizer.kv.v1.ScanRequest.SessionEntry
 	nil,                            // 32: stabilizer.kv.v1.StatusResponse.GroupsEntry
 }
-var file_kv_proto_depIdxs = []int32{
+var file_kv_kvpb_kv_proto_depIdxs = []int32{
 	0,  // 0: stabilizer.kv.v1.Version.hlc:type_name -> stabilizer.kv.v1.HLC
 	0,  // 1: stabilizer.kv.v1.WriteResponse.hlc:type_name -> stabilizer.kv.v1.HLC
 	30, // 2: stabilizer.kv.v1.GetRequest.session:type_name -> stabilizer.kv.v1.GetRequest.SessionEntry
@@ -2170,26 +2170,26 @@ var file_kv_proto_depIdxs = []int32{
 	0,  // [0:17] is the sub-list for field type_name
 }
 
-func init() { file_kv_proto_init() }
-func file_kv_proto_init() {
-	if File_kv_proto != nil {
+func init() { file_kv_kvpb_kv_proto_init() }
+func file_kv_kvpb_kv_proto_init() {
+	if File_kv_kvpb_kv_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_proto_rawDesc), len(file_kv_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_kvpb_kv_proto_rawDesc), len(file_kv_kvpb_kv_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
-		GoTypes:           file_kv_proto_goTypes,
-		DependencyIndexes: file_kv_proto_depIdxs,
-		MessageInfos:      file_kv_proto_msgTypes,
+		GoTypes:           file_kv_kvpb_kv_proto_goTypes,
+		DependencyIndexes: file_kv_kvpb_kv_proto_depIdxs,
+		MessageInfos:      file_kv_kvpb_kv_proto_msgTypes,
 	}.Build()
-	File_kv_proto = out.File
-	file_kv_proto_goTypes = nil
-	file_kv_proto_depIdxs = nil
+	File_kv_kvpb_kv_proto = out.File
+	file_kv_kvpb_kv_proto_goTypes = nil
+	file_kv_kvpb_kv_proto_depIdxs = nil
 }

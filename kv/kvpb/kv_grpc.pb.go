@@ -6,7 +6,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: kv.proto
+// source: kv/kvpb/kv.proto
 
 package kvpb
 
@@ -413,7 +413,7 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
-	Metadata: "kv.proto",
+	Metadata: "kv/kvpb/kv.proto",
 }
 
 const (
@@ -635,5 +635,5 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "kv.proto",
+	Metadata: "kv/kvpb/kv.proto",
 }
