@@ -48,10 +48,13 @@ func up(o upOptions) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	listen, err := siteconfig.ReserveListen("127.0.0.1", len(topo.Sites))
+	// The sites' ports stay bound until the WAN process has bound its
+	// proxies (on free ports), so that no proxy takes a site's port.
+	listen, release, err := siteconfig.HoldListen("127.0.0.1", len(topo.Sites))
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	// Every site reaches every other site's data, control and client
 	// address through a proxy on the directed link between them.
 	var routes []route
@@ -86,6 +89,7 @@ func up(o upOptions) (*state, error) {
 		return nil, err
 	}
 	st.WAN.Control, st.WAN.Routes = proxies.Control, proxies.Routes
+	release()
 	via := map[[3]string]string{}
 	for _, r := range proxies.Routes {
 		via[[3]string{r.From, r.To, r.Plane}] = r.Listen

@@ -118,43 +118,63 @@ func writeNew(path string, c *Config) error {
 
 // ReserveListen picks free ports on host for n sites' listen addresses.
 func ReserveListen(host string, n int) ([]Listen, error) {
+	listen, release, err := HoldListen(host, n)
+	if err == nil {
+		release()
+	}
+	return listen, err
+}
+
+// HoldListen is ReserveListen with the ports kept bound until release is
+// called, so that nothing else started meanwhile (a WAN's proxies on port 0)
+// can take them.
+func HoldListen(host string, n int) ([]Listen, func(), error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	ports, err := FreePorts(host, 4*n)
+	ports, release, err := holdPorts(host, 4*n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	listen := make([]Listen, n)
 	for i := range listen {
 		p := ports[4*i : 4*i+4]
 		listen[i] = Listen{Data: p[0], Control: p[1], Client: p[2], HTTP: p[3]}
 	}
-	return listen, nil
+	return listen, release, nil
 }
 
 // FreePorts reserves n distinct free ports by listening on port 0. The
 // listeners are closed before returning, so another process could take a
 // port in between; on a loopback test cluster that is rare enough.
 func FreePorts(host string, n int) ([]string, error) {
+	addrs, release, err := holdPorts(host, n)
+	if err == nil {
+		release()
+	}
+	return addrs, err
+}
+
+func holdPorts(host string, n int) ([]string, func(), error) {
 	var addrs []string
 	var ls []net.Listener
-	defer func() {
+	release := func() {
 		for _, l := range ls {
 			l.Close()
 		}
-	}()
+	}
 	for len(addrs) < n {
 		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
-			return nil, fmt.Errorf("genconfig: reserving ports on %s: %w", host, err)
+			release()
+			return nil, nil, fmt.Errorf("genconfig: reserving ports on %s: %w", host, err)
 		}
 		ls = append(ls, l)
 		if a := l.Addr().String(); !slices.Contains(addrs, a) {
 			addrs = append(addrs, a)
 		}
 	}
-	return addrs, nil
+	return addrs, release, nil
 }
 
 // ParsePredicates reads named predicates from a flag: "name=source", several
