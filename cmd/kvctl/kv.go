@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -342,12 +341,6 @@ func printWrite(w io.Writer, format, key, wait string, res *kvpb.WriteResponse, 
 	}
 	fmt.Fprintf(w, "OK %s/kv seq %d\n", out.Origin, out.Seq)
 	return nil
-}
-
-func writeJSONIndent(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // open checks the output format against what the command supports, then

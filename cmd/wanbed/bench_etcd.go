@@ -225,7 +225,7 @@ func findBenchPeers() (string, error) {
 	}
 	p, err := exec.LookPath("benchpeers")
 	if err != nil {
-		return "", errors.New("the benchpeers binary (etcd and NATS) is not beside wanbed nor on PATH: go build -o bin/ ./cmd/...")
+		return "", errors.New("the benchpeers binary (etcd and NATS) is neither beside wanbed nor on PATH; build it with go build -o bin/ ./cmd/wanbed/benchpeers")
 	}
 	return p, nil
 }

@@ -2,41 +2,12 @@ package core_test
 
 import (
 	"errors"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/stabilizer/core"
 )
-
-func twoSites(t *testing.T) (*frontier.Schema, map[string]*core.Core, map[string]*simStore) {
-	t.Helper()
-	schema := &frontier.Schema{Sites: []string{"a", "b"}}
-	cores, stores := map[string]*core.Core{}, map[string]*simStore{}
-	for i, name := range schema.Sites {
-		st := newStore()
-		c, err := core.New(core.Config{
-			Site: name, Schema: schema, Storage: st, Rand: rand.New(rand.NewPCG(uint64(i), 1)),
-			HeartbeatInterval: 5,
-		}, core.State{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cores[name], stores[name] = c, st
-	}
-	return schema, cores, stores
-}
-
-// handle is a minimal driver step: persist, return the messages, Advance.
-func handle(c *core.Core, st *simStore) []core.Message {
-	rd := c.Ready()
-	for _, e := range rd.Entries {
-		st.log[e.Stream] = append(st.log[e.Stream], e)
-	}
-	c.Advance()
-	return rd.Messages
-}
 
 func TestConfigValidateReportsEveryField(t *testing.T) {
 	cfg := core.Config{

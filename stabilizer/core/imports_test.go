@@ -4,7 +4,6 @@ import (
 	"go/build"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -35,7 +34,7 @@ func TestImports(t *testing.T) {
 
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		goTool = filepath.Join(build.Default.GOROOT, "bin", "go")
 	}
 	out, err := exec.Command(goTool, "list", "-deps", ".").CombinedOutput()
 	if err != nil {
