@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +14,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/stabilizer/stabilizer/kv"
@@ -25,13 +29,51 @@ const DefaultEndpoint = "127.0.0.1:7003"
 
 // remote holds what commands that talk to a site share.
 type remote struct {
-	g        *globals
-	endpoint string
-	timeout  time.Duration
+	g                 *globals
+	endpoint          string
+	timeout           time.Duration
+	caFile, cert, key string
+}
+
+// dialOptions are plaintext unless --cacert is given: then TLS, with a
+// client certificate when --cert and --key are given too (sites that are
+// not insecure require one).
+func (r *remote) dialOptions() ([]grpc.DialOption, error) {
+	if r.caFile == "" {
+		if r.cert != "" || r.key != "" {
+			return nil, usageError{errors.New("--cert and --key need --cacert")}
+		}
+		return nil, nil
+	}
+	pem, err := os.ReadFile(r.caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--cacert: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--cacert: %s holds no PEM certificate", r.caFile)
+	}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
+	if r.cert != "" || r.key != "" {
+		c, err := tls.LoadX509KeyPair(r.cert, r.key)
+		if err != nil {
+			return nil, fmt.Errorf("--cert/--key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))}, nil
+}
+
+func (r *remote) client() (*kv.Client, error) {
+	opts, err := r.dialOptions()
+	if err != nil {
+		return nil, err
+	}
+	return kv.Dial(r.endpoint, opts...)
 }
 
 func (r *remote) dial() (*kv.Client, context.Context, context.CancelFunc, error) {
-	c, err := kv.Dial(r.endpoint)
+	c, err := r.client()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -66,6 +108,9 @@ func addRemote(root *cobra.Command, g *globals) *remote {
 	}
 	root.PersistentFlags().StringVar(&r.endpoint, "endpoint", ep, "client address of a site (default from STABILIZER_ENDPOINT)")
 	root.PersistentFlags().DurationVar(&r.timeout, "timeout", 10*time.Second, "how long to wait for the site and for predicates")
+	root.PersistentFlags().StringVar(&r.caFile, "cacert", "", "CA certificate (PEM) of the sites: use TLS")
+	root.PersistentFlags().StringVar(&r.cert, "cert", "", "client certificate (PEM), with --key, for sites that require one")
+	root.PersistentFlags().StringVar(&r.key, "key", "", "client key (PEM)")
 	return r
 }
 
@@ -279,7 +324,7 @@ A missing key exits with status 1.`,
 			if err := g.checkOutput("text", "json"); err != nil {
 				return err
 			}
-			c, err := kv.Dial(r.endpoint)
+			c, err := r.client()
 			if err != nil {
 				return err
 			}
