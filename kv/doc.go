@@ -1,0 +1,36 @@
+// Package kv is the wide-area key/value store: every site writes through its
+// own kv stream, every site applies every site's stream, and each request
+// chooses how stable what it writes or reads must be, as a predicate.
+//
+// The one idea: a write returns when the frontier of its wait predicate
+// covers it, so "done" means exactly what the caller asked for ("persisted
+// in two regions", "on another continent"), and a read picks its side of the
+// same bargain: the latest local state, only what is stable under P, a
+// quorum of sites satisfying dual(P) (which sees every write acknowledged
+// under P), or a consistent snapshot at P's global stable time.
+//
+// Concurrent writes to one key resolve by last writer wins on (HLC, origin),
+// the same everywhere, so sites converge once writes stop. Every version is
+// kept (for snapshot reads and stable reads), and the applied position of
+// each origin's stream is written in the same batch as the state, so a
+// crash never leaves the position ahead of the data.
+//
+// Keys under a configured prefix (default /lin/) are served instead by the
+// linearizable mode (package kv/lin), a Raft group across sites, with
+// compare-and-swap and leases; Server routes them.
+//
+// # Usage
+//
+//	st, err := kv.New(kv.Config{Node: node, Peers: readers}) // before node.Start
+//	res, err := st.Put(ctx, "jobs/7", rec, kv.WriteOptions{Wait: "majority"})
+//	r, err := st.Get(ctx, "jobs/7", kv.ReadOptions{Quorum: "majority"})
+//	srv := kv.NewServer(st) // the gRPC API of kvpb
+//
+// Client is the Go client; kvctl is built on it.
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use. Apply is called by the node from one
+// goroutine; Store.mu guards the unapplied own writes and the watchers and
+// is never held across I/O.
+package kv
