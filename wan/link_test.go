@@ -320,3 +320,68 @@ func TestRestorePacesHeldBytes(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+// A connection that goes on writing small messages through a long cut and
+// after it must get its backlog within about a delay of the restore: the
+// held chunks are retransmitted back to back, not each one a delay after
+// the previous (which took a gRPC stream of small frames, written every
+// millisecond through a 13 s cut, minutes to drain).
+func TestRestoreDrainsBacklogWhileSenderWrites(t *testing.T) {
+	t.Parallel()
+	const (
+		delay = 20 * time.Millisecond
+		msg   = 100
+		held  = 100 // messages written during the cut
+	)
+	n := newTestNetwork(t, Config{})
+	ab := pair(t, n, LinkConfig{Delay: delay, Bandwidth: 100 * MBPerSecond})
+	all := make(chan time.Time, 1)
+	sink := startServer(t, func(c net.Conn) {
+		got, _ := io.ReadFull(c, make([]byte, held*msg))
+		if got == held*msg {
+			all <- time.Now()
+		}
+		_, _ = io.Copy(io.Discard, c)
+	})
+	p, err := ab.Proxy(sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, p.Addr())
+	ab.Cut()
+	for range held {
+		if _, err := c.Write(make([]byte, msg)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond) // one chunk each
+	}
+	ab.Restore()
+	restored := ab.state().restoredAt
+	stop := make(chan struct{})
+	writing := make(chan struct{})
+	go func() {
+		defer close(writing)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if _, err := c.Write(make([]byte, msg)); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-writing }()
+	var done time.Time
+	select {
+	case done = <-all:
+	case <-time.After(10 * time.Second):
+		t.Fatal("held bytes never arrived")
+	}
+	took := done.Sub(restored)
+	t.Logf("%d messages held by a cut arrived %v after restore (delay %v)", held, took, delay)
+	if took > 10*delay {
+		t.Errorf("held bytes arrived %v after restore, want about one delay (%v)", took, delay)
+	}
+}

@@ -293,13 +293,12 @@ func (l *Link) schedule(now time.Time, n int, backlogSince, prev time.Time) (sen
 	return sent, done, arrive, lost
 }
 
-// rebook books n bytes retransmitted at the restore of a cut and returns
-// when they are sent.
-func (l *Link) rebook(restoredAt time.Time, n int) time.Time {
+// rebook spends n bytes retransmitted at the restore of a cut on the
+// bandwidth limit, so bytes read after them wait their turn.
+func (l *Link) rebook(restoredAt time.Time, n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	sent, _ := l.mu.shaper.admit(restoredAt, n, time.Time{})
-	return sent
+	l.mu.shaper.admit(restoredAt, n, time.Time{})
 }
 
 // chunkSize is how much to read at once for this link's current rate.

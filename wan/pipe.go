@@ -133,6 +133,21 @@ type pipe struct {
 	shape    *Link
 	src, dst *net.TCPConn
 	q        *delayQueue
+	// rtxFrom is the restore the held bytes now being retransmitted
+	// belong to; rtxDone is when the last of them has been sent.
+	// Only write touches them.
+	rtxFrom, rtxDone time.Time
+}
+
+// retransmit books n held bytes sent again after the restore at
+// restoredAt, back to back at the link's rate, and returns when they are
+// sent.
+func (p *pipe) retransmit(restoredAt time.Time, n int) time.Time {
+	if !p.rtxFrom.Equal(restoredAt) {
+		p.rtxFrom, p.rtxDone = restoredAt, restoredAt
+	}
+	p.rtxDone = p.rtxDone.Add(p.shape.Config().Bandwidth.transmit(n))
+	return p.rtxDone
 }
 
 func newPipe(c *conn, shape *Link, src, dst *net.TCPConn, maxHeld int) *pipe {
@@ -244,8 +259,16 @@ func (p *pipe) await(w *waiter, c *chunk) bool {
 		}
 		if c.sent.Before(st.restoredAt) && c.arrive.After(st.cutAt) {
 			// Retransmitted bytes queue at the bandwidth limit again,
-			// so a restore does not burst everything held at once.
-			sent := p.shape.rebook(st.restoredAt, len(c.data))
+			// so a restore does not burst everything held at once. They
+			// go out back to back from the restore, on this connection's
+			// own clock: the link's clock has meanwhile moved on with
+			// what the sender wrote after the restore (booked by read as
+			// it came), and timing each held chunk after that would make
+			// every one of them wait a full delay after the one before,
+			// so a connection that kept writing small messages through a
+			// long cut would take its backlog times the delay to recover.
+			p.shape.rebook(st.restoredAt, len(c.data)) // the link's rate is spent all the same
+			sent := p.retransmit(st.restoredAt, len(c.data))
 			c.sent = st.restoredAt
 			if r := sent.Add(st.delay); r.After(c.arrive) {
 				c.arrive = r
