@@ -2,19 +2,18 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"google.golang.org/grpc/status"
 
+	"github.com/stabilizer/stabilizer/cmd/internal/loadgen"
 	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/kv"
@@ -299,64 +298,15 @@ func printBenchRows(w io.Writer, rows []*benchRow) {
 // tputRun runs inflight closed-loop writers against put for warm plus dur
 // and counts the writes that completed within the measured window.
 func tputRun(ctx context.Context, system, predicate string, inflight int, warm, dur time.Duration, valueBytes int,
-	put func(ctx context.Context, worker int, key string, value []byte) error) *benchRow {
+	put loadgen.Put) *benchRow {
 	row := &benchRow{Phase: phaseTput, System: system, Predicate: predicate, Region: "loopback", InFlight: inflight}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := time.Now()
-	from, to := start.Add(warm), start.Add(warm+dur)
-	var mu sync.Mutex
-	var errs atomic.Int64
-	var wg sync.WaitGroup
-	for w := range inflight {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			value := make([]byte, valueBytes)
-			_, _ = rand.Read(value)
-			var lat []time.Duration
-			for i := 0; ; i++ {
-				t0 := time.Now()
-				if t0.After(to) {
-					break
-				}
-				err := put(ctx, w, fmt.Sprintf("bench/%03d/%05d", w, i%10000), value)
-				t1 := time.Now()
-				if ctx.Err() != nil {
-					break
-				}
-				if err != nil {
-					if errs.Add(1) == 1 {
-						mu.Lock()
-						row.FirstError = status.Convert(err).Message()
-						mu.Unlock()
-					}
-					if errs.Load() > 1000 {
-						break
-					}
-					continue
-				}
-				if t1.After(from) && !t1.After(to) {
-					lat = append(lat, t1.Sub(t0))
-				}
-			}
-			mu.Lock()
-			row.lat = append(row.lat, lat...)
-			mu.Unlock()
-		}()
-	}
-	// Writers past the window's end are waited for at most a few seconds:
-	// their results no longer count.
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(warm + dur + 15*time.Second):
-		cancel()
-		<-done
+	res := loadgen.ClosedLoop(ctx, inflight, valueBytes, warm, dur, put)
+	row.lat = res.Lat
+	if res.FirstError != nil {
+		row.FirstError = status.Convert(res.FirstError).Message()
 	}
 	row.Ops = len(row.lat)
-	row.Errors = int(errs.Load())
+	row.Errors = res.Errors
 	row.OpsPerS = float64(row.Ops) / dur.Seconds()
 	row.finish()
 	return row

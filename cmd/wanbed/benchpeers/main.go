@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -28,6 +27,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/stabilizer/stabilizer/cmd/internal/loadgen"
 )
 
 func main() {
@@ -298,60 +299,15 @@ func etcdWANLoad(args []string) error {
 
 // tput runs inflight closed-loop writers for warm+dur and counts the writes
 // that completed inside the measured window.
-func tput(ctx context.Context, inflight, valueBytes int, warm, dur time.Duration, put func(ctx context.Context, w int, key string, value []byte) error) Result {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := time.Now()
-	from, to := start.Add(warm), start.Add(warm+dur)
-	var mu sync.Mutex
-	var res Result
-	var wg sync.WaitGroup
-	for w := range inflight {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			value := make([]byte, valueBytes)
-			_, _ = rand.Read(value)
-			var lat []float64
-			for i := 0; ; i++ {
-				t0 := time.Now()
-				if t0.After(to) || ctx.Err() != nil {
-					break
-				}
-				err := put(ctx, w, fmt.Sprintf("bench/%03d/%05d", w, i%10000), value)
-				t1 := time.Now()
-				if err != nil {
-					mu.Lock()
-					res.Errors++
-					if res.FirstError == "" {
-						res.FirstError = err.Error()
-					}
-					n := res.Errors
-					mu.Unlock()
-					if n > 1000 {
-						break
-					}
-					continue
-				}
-				if t1.After(from) && !t1.After(to) {
-					lat = append(lat, msOf(t1.Sub(t0)))
-				}
-			}
-			mu.Lock()
-			res.LatMs = append(res.LatMs, lat...)
-			mu.Unlock()
-		}()
+func tput(ctx context.Context, inflight, valueBytes int, warm, dur time.Duration, put loadgen.Put) Result {
+	r := loadgen.ClosedLoop(ctx, inflight, valueBytes, warm, dur, put)
+	res := Result{Errors: r.Errors, Ops: len(r.Lat), OpsPerS: float64(len(r.Lat)) / dur.Seconds()}
+	if r.FirstError != nil {
+		res.FirstError = r.FirstError.Error()
 	}
-	ch := make(chan struct{})
-	go func() { wg.Wait(); close(ch) }()
-	select {
-	case <-ch:
-	case <-time.After(warm + dur + 15*time.Second):
-		cancel()
-		<-ch
+	for _, d := range r.Lat {
+		res.LatMs = append(res.LatMs, msOf(d))
 	}
-	res.Ops = len(res.LatMs)
-	res.OpsPerS = float64(res.Ops) / dur.Seconds()
 	return res
 }
 
