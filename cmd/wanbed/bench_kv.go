@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,23 +33,13 @@ const otherContinentName = "other_continent"
 // reached. "" when the topology has fewer than two groups.
 func otherContinent(topo *wan.Topology) string {
 	var gs []string
-	for _, g := range slices.Sorted(mapKeys(topo.Groups)) {
+	for _, g := range slices.Sorted(maps.Keys(topo.Groups)) {
 		gs = append(gs, fmt.Sprintf("max(persisted(group(%q)))", g))
 	}
 	if len(gs) < 2 {
 		return ""
 	}
 	return "kth_max(2, [" + strings.Join(gs, ", ") + "])"
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // loopKind is one kind of write in a closed loop: a system and predicate,

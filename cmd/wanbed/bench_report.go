@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/color"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -181,7 +182,7 @@ func benchReport(res *benchResults, plots []string) string {
 			w("\n")
 		}
 		var gs []string
-		for _, g := range slices.Sorted(mapKeys(res.Groups)) {
+		for _, g := range slices.Sorted(maps.Keys(res.Groups)) {
 			gs = append(gs, fmt.Sprintf("%s = %s", g, strings.Join(res.Groups[g], ", ")))
 		}
 		w("\nGroups (continents): %s.\n\n", strings.Join(gs, "; "))
