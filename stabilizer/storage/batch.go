@@ -49,6 +49,7 @@ const (
 	opSet opKind = iota
 	opDelete
 	opDeleteRange
+	opKeepGreatest
 )
 
 type rawOp struct {
@@ -132,6 +133,23 @@ func (b *Batch) AppSet(ns string, key, value []byte) {
 		return
 	}
 	b.raw(rawOp{kind: opSet, key: appKey(ns, key), value: value})
+}
+
+// AppKeepGreatest offers value (made by GreatestValue) for key in
+// namespace ns: the key keeps, of every value ever offered, the one with the
+// greatest order, without the writer reading what is there. A key written
+// this way must be written only with AppKeepGreatest and AppDelete, or its
+// reads fail with ErrCorrupt. Last-writer-wins registers are the use.
+func (b *Batch) AppKeepGreatest(ns string, key, value []byte) {
+	if err := checkName("namespace", ns); err != nil {
+		b.fail(err)
+		return
+	}
+	if _, err := greatestOrder(value); err != nil {
+		b.fail(fmt.Errorf("storage: keep greatest of app %s key %q: %w", ns, key, ErrInvalid))
+		return
+	}
+	b.raw(rawOp{kind: opKeepGreatest, key: appKey(ns, key), value: value})
 }
 
 // AppDelete deletes key from application namespace ns.

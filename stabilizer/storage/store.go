@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -78,6 +81,7 @@ func Open(cfg Config) (*Store, error) {
 	defer cache.Unref() // the DB holds its own reference
 	opts := &pebble.Options{
 		Cache:        cache,
+		Merger:       greatest,
 		MemTableSize: uint64(cfg.MemTableSize),
 		// Let a few memtables queue for flushing so that bursts of large
 		// messages do not stall writers while a flush runs.
@@ -95,6 +99,10 @@ func Open(cfg Config) (*Store, error) {
 			},
 		},
 	}
+	// Bloom filters on every level: applications look up keys that are
+	// mostly absent (a new key's current version), and without a filter
+	// every such miss reads a block of every sstable it might be in.
+	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	// Large payloads go to blob files at flush, so compactions move only
 	// references instead of rewriting them.
 	opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
@@ -105,6 +113,9 @@ func Open(cfg Config) (*Store, error) {
 			RewriteMinimumAge:     5 * time.Minute,
 			TargetGarbageRatio:    0.2,
 		}
+	}
+	if err := checkFormat(cfg.Dir, opts); err != nil {
+		return nil, err
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
@@ -436,4 +447,27 @@ func (s *Store) walSyncs() uint64 {
 		return 0
 	}
 	return m.GetHistogram().GetSampleCount()
+}
+
+// checkFormat refuses, with a message that says what to do, a directory
+// written with another merger. pebble refuses it too, but only after
+// starting goroutines that its failed Open leaves running.
+func checkFormat(dir string, opts *pebble.Options) error {
+	desc, err := pebble.Peek(dir, vfs.Default)
+	if err != nil || !desc.Exists || desc.OptionsFilename == "" {
+		return nil // a new or unreadable directory: pebble.Open says what is wrong
+	}
+	prev, err := os.ReadFile(desc.OptionsFilename)
+	if err != nil {
+		return nil
+	}
+	o := opts.Clone()
+	o.FS = vfs.Default // not the disk-health-checking default, which starts a goroutine
+	o.EnsureDefaults()
+	err = o.CheckCompatibility(dir, string(prev))
+	if err != nil && strings.Contains(err.Error(), "merger name") {
+		return fmt.Errorf("storage: open %s: written in an older storage format this version cannot read "+
+			"(move the directory aside; the site starts empty and its peers resend their streams): %w", dir, err)
+	}
+	return nil
 }

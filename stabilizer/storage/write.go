@@ -311,16 +311,7 @@ func (s *Store) stage(b *Batch, g *group, touched map[streamID]struct{}, ackTouc
 	for _, d := range dels {
 		_ = g.pb.DeleteRange(d.from, d.to, nil)
 	}
-	for _, op := range b.ops {
-		switch op.kind {
-		case opSet:
-			_ = g.pb.Set(op.key, op.value, nil)
-		case opDelete:
-			_ = g.pb.Delete(op.key, nil)
-		case opDeleteRange:
-			_ = g.pb.DeleteRange(op.key, op.value, nil)
-		}
-	}
+	addOps(g.pb, b.ops)
 	for id, st := range overlay {
 		s.pending.streams[id] = st
 		touched[id] = struct{}{}
@@ -363,16 +354,7 @@ func (s *Store) WriteNoSync(b *Batch) error {
 	s.mu.Unlock()
 	pb := s.db.NewBatchWithSize(b.size + 64)
 	defer pb.Close()
-	for _, op := range b.ops {
-		switch op.kind {
-		case opSet:
-			_ = pb.Set(op.key, op.value, nil)
-		case opDelete:
-			_ = pb.Delete(op.key, nil)
-		case opDeleteRange:
-			_ = pb.DeleteRange(op.key, op.value, nil)
-		}
-	}
+	addOps(pb, b.ops)
 	if err := s.db.Apply(pb, pebble.NoSync); err != nil {
 		return fmt.Errorf("storage: write without sync: %w", err)
 	}
@@ -398,4 +380,21 @@ func (s *Store) SetMeta(ctx context.Context, key string, value []byte) error {
 	var b Batch
 	b.SetMeta(key, value)
 	return s.Write(ctx, &b)
+}
+
+// addOps adds the application and metadata operations to a pebble batch.
+// pebble's batch methods fail only once the batch is closed.
+func addOps(pb *pebble.Batch, ops []rawOp) {
+	for _, op := range ops {
+		switch op.kind {
+		case opSet:
+			_ = pb.Set(op.key, op.value, nil)
+		case opDelete:
+			_ = pb.Delete(op.key, nil)
+		case opDeleteRange:
+			_ = pb.DeleteRange(op.key, op.value, nil)
+		case opKeepGreatest:
+			_ = pb.Merge(op.key, op.value, nil)
+		}
+	}
 }
