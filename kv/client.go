@@ -23,6 +23,11 @@ type Client struct {
 	KV    kvpb.KVClient
 	Admin kvpb.AdminClient
 
+	// NoBatching, set before the first write, sends every Put and Delete
+	// as its own request instead of coalescing concurrent ones.
+	NoBatching bool
+
+	batch   *batcher
 	mu      sync.Mutex
 	session map[string]uint64
 }
@@ -38,23 +43,46 @@ func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kv: dial %s: %w", addr, err)
 	}
-	return &Client{conn: conn, KV: kvpb.NewKVClient(conn), Admin: kvpb.NewAdminClient(conn), session: map[string]uint64{}}, nil
+	c := &Client{conn: conn, KV: kvpb.NewKVClient(conn), Admin: kvpb.NewAdminClient(conn), session: map[string]uint64{}}
+	c.batch = newBatcher(c)
+	return c, nil
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close ends the requests in flight and closes the connection.
+func (c *Client) Close() error {
+	c.batch.cancel()
+	return c.conn.Close()
+}
 
 // Put writes key = value, waiting for the predicate wait ("" for the site's
 // default, "none" for no wait), and records the write in the session.
+// Concurrent Puts and Deletes with the same wait and timeout share requests
+// (see NoBatching); each still gets its own version, seq and answer.
 func (c *Client) Put(ctx context.Context, key string, value []byte, wait string, timeout time.Duration) (*kvpb.WriteResponse, error) {
-	r, err := c.KV.Put(ctx, &kvpb.PutRequest{Key: key, Value: value, Wait: wait, TimeoutMs: timeout.Milliseconds()})
-	c.remember(r)
-	return r, err
+	return c.write(ctx, &kvpb.WriteOp{Key: key, Value: value}, wait, timeout)
 }
 
 // Delete removes key, waiting like Put.
 func (c *Client) Delete(ctx context.Context, key, wait string, timeout time.Duration) (*kvpb.WriteResponse, error) {
-	r, err := c.KV.Delete(ctx, &kvpb.DeleteRequest{Key: key, Wait: wait, TimeoutMs: timeout.Milliseconds()})
+	return c.write(ctx, &kvpb.WriteOp{Key: key, Delete: true}, wait, timeout)
+}
+
+func (c *Client) write(ctx context.Context, op *kvpb.WriteOp, wait string, timeout time.Duration) (*kvpb.WriteResponse, error) {
+	if c.NoBatching {
+		return c.writeOne(ctx, op, wait, timeout)
+	}
+	return c.batch.write(ctx, op, wait, timeout)
+}
+
+// writeOne sends op as its own Put or Delete.
+func (c *Client) writeOne(ctx context.Context, op *kvpb.WriteOp, wait string, timeout time.Duration) (*kvpb.WriteResponse, error) {
+	var r *kvpb.WriteResponse
+	var err error
+	if op.Delete {
+		r, err = c.KV.Delete(ctx, &kvpb.DeleteRequest{Key: op.Key, Wait: wait, TimeoutMs: timeout.Milliseconds()})
+	} else {
+		r, err = c.KV.Put(ctx, &kvpb.PutRequest{Key: op.Key, Value: op.Value, Wait: wait, TimeoutMs: timeout.Milliseconds()})
+	}
 	c.remember(r)
 	return r, err
 }

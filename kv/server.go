@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -33,14 +34,16 @@ func NewServer(s *Store) *Server { return &Server{store: s, node: s.node} }
 
 func timeout(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
-func (s *Server) observe(method, pred string, start time.Time, err error) {
+// observe reports a request when it returns; err points at the handler's
+// named result, which is set only then.
+func (s *Server) observe(method, pred string, start time.Time, err *error) {
 	if s.Observe != nil {
-		s.Observe(method, pred, time.Since(start), err)
+		s.Observe(method, pred, time.Since(start), *err)
 	}
 }
 
 func (s *Server) Put(ctx context.Context, r *kvpb.PutRequest) (_ *kvpb.WriteResponse, err error) {
-	defer s.observe("put", r.Wait, time.Now(), err)
+	defer s.observe("put", r.Wait, time.Now(), &err)
 	if s.isLinear(r.Key) {
 		return s.linPut(ctx, r.Key, r.Value, false, r.TimeoutMs)
 	}
@@ -49,12 +52,55 @@ func (s *Server) Put(ctx context.Context, r *kvpb.PutRequest) (_ *kvpb.WriteResp
 }
 
 func (s *Server) Delete(ctx context.Context, r *kvpb.DeleteRequest) (_ *kvpb.WriteResponse, err error) {
-	defer s.observe("delete", r.Wait, time.Now(), err)
+	defer s.observe("delete", r.Wait, time.Now(), &err)
 	if s.isLinear(r.Key) {
 		return s.linPut(ctx, r.Key, nil, true, r.TimeoutMs)
 	}
 	res, err := s.store.Delete(ctx, r.Key, WriteOptions{Wait: r.Wait, Timeout: timeout(r.TimeoutMs)})
 	return writeResponse(res), toStatus(err)
+}
+
+// WriteBatch serves Store.WriteBatch; each op's failure travels in its
+// result as the gRPC status code and message Put would have returned. Ops on
+// linearizable keys go to the Raft group one by one, beside the batch.
+func (s *Server) WriteBatch(ctx context.Context, r *kvpb.WriteBatchRequest) (_ *kvpb.WriteBatchResponse, err error) {
+	defer s.observe("write_batch", r.Wait, time.Now(), &err)
+	out := &kvpb.WriteBatchResponse{Results: make([]*kvpb.WriteOpResult, len(r.Ops))}
+	var ops []Op
+	var at []int // at[j]: the index in r.Ops of ops[j]
+	var wg sync.WaitGroup
+	for i, op := range r.Ops {
+		res := &kvpb.WriteOpResult{}
+		out.Results[i] = res
+		if s.isLinear(op.Key) {
+			wg.Go(func() {
+				w, err := s.linPut(ctx, op.Key, op.Value, op.Delete, r.TimeoutMs)
+				res.Write = w
+				setOpError(res, err)
+			})
+			continue
+		}
+		ops = append(ops, Op{Key: op.Key, Value: op.Value, Delete: op.Delete})
+		at = append(at, i)
+	}
+	if len(ops) > 0 {
+		res, _ := s.store.WriteBatch(ctx, ops, WriteOptions{Wait: r.Wait, Timeout: timeout(r.TimeoutMs)})
+		for j, i := range at {
+			if res[j].Seq != 0 {
+				out.Results[i].Write = writeResponse(res[j].WriteResult)
+			}
+			setOpError(out.Results[i], res[j].Err)
+		}
+	}
+	wg.Wait()
+	return out, nil
+}
+
+func setOpError(r *kvpb.WriteOpResult, err error) {
+	if err != nil {
+		st := status.Convert(toStatus(err))
+		r.Code, r.Error = uint32(st.Code()), st.Message()
+	}
 }
 
 func writeResponse(r WriteResult) *kvpb.WriteResponse {
@@ -63,7 +109,7 @@ func writeResponse(r WriteResult) *kvpb.WriteResponse {
 
 func (s *Server) Get(ctx context.Context, r *kvpb.GetRequest) (_ *kvpb.GetResponse, err error) {
 	pred := r.Stable + r.Quorum + r.Snapshot
-	defer s.observe("get", pred, time.Now(), err)
+	defer s.observe("get", pred, time.Now(), &err)
 	if s.isLinear(r.Key) {
 		return s.linGet(ctx, r)
 	}

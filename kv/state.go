@@ -50,9 +50,12 @@ func historyKey(key string, h core.HLC, origin string) []byte {
 func appliedKey(origin string) []byte { return append([]byte{prefixApplied}, origin...) }
 
 // apply writes the versions of one origin's entries, in seq order, and the
-// new applied position, durably. It returns the versions that became the
+// new applied position, durably. The latest version of each key is a
+// keep-greatest register ordered by (HLC, origin), so applying never reads:
+// the store keeps whichever version is newest. Only when watch is set does
+// apply read the current versions, to return the ones that became the
 // latest of their key (the ones watchers see).
-func (s *state) apply(ctx context.Context, origin string, entries []core.Entry) ([]Version, error) {
+func (s *state) apply(ctx context.Context, origin string, entries []core.Entry, watch bool) ([]Version, error) {
 	var b storage.Batch
 	won := map[string]*Version{}
 	var changed []Version
@@ -63,7 +66,7 @@ func (s *state) apply(ctx context.Context, origin string, entries []core.Entry) 
 		}
 		b.AppSet(namespace, historyKey(v.Key, v.HLC, v.Origin), encodeVersion(&v))
 		cur, ok := won[v.Key]
-		if !ok {
+		if !ok && watch {
 			stored, found, err := s.latest(v.Key)
 			if err != nil {
 				return nil, err
@@ -74,18 +77,42 @@ func (s *state) apply(ctx context.Context, origin string, entries []core.Entry) 
 		}
 		if cur == nil || v.Newer(cur) {
 			won[v.Key] = &v
-			changed = append(changed, v)
+			if watch {
+				changed = append(changed, v)
+			}
 		}
 	}
 	for key, v := range won {
-		b.AppSet(namespace, latestKey(key), encodeVersion(v))
+		b.AppKeepGreatest(namespace, latestKey(key), encodeLatest(v))
 	}
 	last := entries[len(entries)-1].Seq
 	b.AppSet(namespace, appliedKey(origin), binary.BigEndian.AppendUint64(nil, last))
-	if err := s.st.Write(ctx, &b); err != nil {
+	// No fsync of its own: the state is rebuilt from the log, which is
+	// durable before delivery, from the applied position stored in the same
+	// batch. And the node acks "applied" only in a later synced write, which
+	// makes this batch durable too (pebble's WAL is one sequence).
+	if err := s.st.WriteNoSync(&b); err != nil {
 		return nil, fmt.Errorf("kv: apply %s up to seq %d: %w", origin, last, err)
 	}
 	return changed, nil
+}
+
+// encodeLatest orders a key's versions as Version.Newer does: by HLC (the
+// wall clock's sign flipped so that it sorts as unsigned), then by origin.
+func encodeLatest(v *Version) []byte {
+	order := make([]byte, 0, 12+len(v.Origin))
+	order = binary.BigEndian.AppendUint64(order, uint64(v.HLC.Wall)^1<<63)
+	order = binary.BigEndian.AppendUint32(order, v.HLC.Logical)
+	order = append(order, v.Origin...)
+	return storage.GreatestValue(order, encodeVersion(v))
+}
+
+func decodeLatest(key string, b []byte) (Version, error) {
+	_, enc, err := storage.SplitGreatest(b)
+	if err != nil {
+		return Version{}, fmt.Errorf("kv: corrupt latest version of %q: %w", key, err)
+	}
+	return decodeVersion(key, enc)
 }
 
 // latest returns the winning version of key.
@@ -97,7 +124,7 @@ func (s *state) latest(key string) (Version, bool, error) {
 	if err != nil {
 		return Version{}, false, err
 	}
-	v, err := decodeVersion(key, b)
+	v, err := decodeLatest(key, b)
 	return v, err == nil, err
 }
 
@@ -133,7 +160,7 @@ func (s *state) at(key string, t core.HLC) (Version, bool, error) {
 func (s *state) scan(prefix string, limit int, fn func(Version) error) error {
 	n := 0
 	err := s.st.AppScanPrefix(namespace, latestKey(prefix), func(k, val []byte) error {
-		v, err := decodeVersion(string(k[1:]), val)
+		v, err := decodeLatest(string(k[1:]), val)
 		if err != nil {
 			return err
 		}

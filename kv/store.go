@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -134,21 +135,118 @@ type WriteResult struct {
 
 // Put writes key = value and waits for the predicate to cover the write.
 func (s *Store) Put(ctx context.Context, key string, value []byte, o WriteOptions) (WriteResult, error) {
-	if err := s.checkKey(key); err != nil {
-		return WriteResult{}, err
-	}
-	if len(value) > s.cfg.MaxValueBytes {
-		return WriteResult{}, fmt.Errorf("%w: %q: value is %d bytes, the limit is %d", ErrValueTooLarge, key, len(value), s.cfg.MaxValueBytes)
-	}
-	return s.write(ctx, opPut, key, value, o)
+	return s.writeOne(ctx, Op{Key: key, Value: value}, o)
 }
 
 // Delete removes key and waits for the predicate to cover the deletion.
 func (s *Store) Delete(ctx context.Context, key string, o WriteOptions) (WriteResult, error) {
-	if err := s.checkKey(key); err != nil {
-		return WriteResult{}, err
+	return s.writeOne(ctx, Op{Key: key, Delete: true}, o)
+}
+
+func (s *Store) writeOne(ctx context.Context, op Op, o WriteOptions) (WriteResult, error) {
+	res, err := s.WriteBatch(ctx, []Op{op}, o)
+	if res[0].Err != nil {
+		return res[0].WriteResult, res[0].Err
 	}
-	return s.write(ctx, opDelete, key, nil, o)
+	return res[0].WriteResult, err
+}
+
+// Op is one write of a batch: a put of Value, or a deletion.
+type Op struct {
+	Key    string
+	Value  []byte
+	Delete bool
+}
+
+// OpResult is what became of one op of a batch: where it was written,
+// and Err when it was refused or its wait failed.
+type OpResult struct {
+	WriteResult
+	Err error
+}
+
+// WriteBatch writes ops, each its own version with its own seq, appending
+// them together (one step of the node's loop for all) and waiting once for
+// o.Wait to cover the last. It returns one result per op, in order. An
+// invalid op fails alone. The error, when not nil, failed the ops that were
+// valid: a bad wait predicate (nothing written) or a failed wait (everything
+// valid written, and the results say where).
+func (s *Store) WriteBatch(ctx context.Context, ops []Op, o WriteOptions) ([]OpResult, error) {
+	res := make([]OpResult, len(ops))
+	wait := o.Wait
+	if wait == "" {
+		wait = s.cfg.DefaultWait
+	}
+	ctx, cancel := s.withTimeout(ctx, o.Timeout)
+	defer cancel()
+	fail := func(err error) ([]OpResult, error) {
+		for i := range res {
+			if res[i].Err == nil {
+				res[i].Err = err
+			}
+		}
+		return res, err
+	}
+	if err := s.checkSatisfiable(ctx, wait); err != nil {
+		return fail(err)
+	}
+	payloads, valid := s.encodeOps(ops, res)
+	if len(valid) == 0 {
+		return res, nil
+	}
+	as, err := s.node.AppendBatch(ctx, Stream, payloads)
+	if err != nil {
+		return fail(fmt.Errorf("kv: write %s: %w", describeOps(ops, valid), err))
+	}
+	s.mu.Lock()
+	for j, i := range valid {
+		a := as[j]
+		v := Version{Key: ops[i].Key, Value: ops[i].Value, Deleted: ops[i].Delete, Origin: a.Stream.Origin, Seq: a.Seq, HLC: a.HLC}
+		if cur, ok := s.mu.pending[v.Key]; !ok || v.Newer(&cur) {
+			s.mu.pending[v.Key] = v
+		}
+		res[i].WriteResult = WriteResult{Origin: a.Stream.Origin, Seq: a.Seq, HLC: a.HLC}
+	}
+	s.mu.Unlock()
+	if wait == "none" {
+		return res, nil
+	}
+	last := as[len(as)-1]
+	if err := s.node.WaitFor(ctx, last.Stream, wait, last.Seq); err != nil {
+		return fail(fmt.Errorf("kv: write %s: %w", describeOps(ops, valid), err))
+	}
+	return res, nil
+}
+
+// encodeOps checks every op, sets the refused ones' errors in res, and
+// returns the payloads of the others with their indexes in ops.
+func (s *Store) encodeOps(ops []Op, res []OpResult) (payloads [][]byte, valid []int) {
+	for i, op := range ops {
+		err := s.checkKey(op.Key)
+		if err == nil && len(op.Value) > s.cfg.MaxValueBytes {
+			err = fmt.Errorf("%w: %q: value is %d bytes, the limit is %d", ErrValueTooLarge, op.Key, len(op.Value), s.cfg.MaxValueBytes)
+		}
+		if err != nil {
+			res[i].Err = err
+			continue
+		}
+		kind := opPut
+		if op.Delete {
+			kind = opDelete
+		}
+		payloads = append(payloads, encodeOp(kind, op.Key, op.Value))
+		valid = append(valid, i)
+	}
+	return payloads, valid
+}
+
+// describeOps names the written keys in an error: the key of a single
+// write, as before batches existed, or the first and a count.
+func describeOps(ops []Op, valid []int) string {
+	if len(valid) == 1 {
+		return strconv.Quote(ops[valid[0]].Key)
+	}
+	return fmt.Sprintf("of %d keys (%q and %d more)", len(valid), ops[valid[0]].Key, len(valid)-1)
 }
 
 func (s *Store) checkKey(key string) error {
@@ -161,36 +259,6 @@ func (s *Store) checkKey(key string) error {
 		return fmt.Errorf("%w: %q is not valid UTF-8", ErrBadKey, key)
 	}
 	return nil
-}
-
-func (s *Store) write(ctx context.Context, kind byte, key string, value []byte, o WriteOptions) (WriteResult, error) {
-	wait := o.Wait
-	if wait == "" {
-		wait = s.cfg.DefaultWait
-	}
-	ctx, cancel := s.withTimeout(ctx, o.Timeout)
-	defer cancel()
-	if err := s.checkSatisfiable(ctx, wait); err != nil {
-		return WriteResult{}, err
-	}
-	a, err := s.node.Append(ctx, Stream, encodeOp(kind, key, value))
-	if err != nil {
-		return WriteResult{}, fmt.Errorf("kv: write %q: %w", key, err)
-	}
-	v := Version{Key: key, Value: value, Deleted: kind == opDelete, Origin: a.Stream.Origin, Seq: a.Seq, HLC: a.HLC}
-	s.mu.Lock()
-	if cur, ok := s.mu.pending[key]; !ok || v.Newer(&cur) {
-		s.mu.pending[key] = v
-	}
-	s.mu.Unlock()
-	res := WriteResult{Origin: a.Stream.Origin, Seq: a.Seq, HLC: a.HLC}
-	if wait == "none" {
-		return res, nil
-	}
-	if err := s.node.WaitFor(ctx, a.Stream, wait, a.Seq); err != nil {
-		return res, fmt.Errorf("kv: write %q: %w", key, err)
-	}
-	return res, nil
 }
 
 func (s *Store) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
@@ -254,7 +322,12 @@ func (s *Store) checkSatisfiable(ctx context.Context, p string) error {
 // wins and tells watchers.
 func (s *Store) Apply(ctx context.Context, entries []core.Entry) error {
 	origin := entries[0].Stream.Origin
-	changed, err := s.state.apply(ctx, origin, entries)
+	s.mu.Lock()
+	watch := len(s.mu.watchers) > 0
+	s.mu.Unlock()
+	// A Watch that starts during this call sees changes from the next one:
+	// it starts later, as far as it can tell.
+	changed, err := s.state.apply(ctx, origin, entries, watch)
 	if err != nil {
 		return err
 	}

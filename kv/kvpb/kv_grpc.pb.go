@@ -25,6 +25,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	KV_Put_FullMethodName            = "/stabilizer.kv.v1.KV/Put"
 	KV_Delete_FullMethodName         = "/stabilizer.kv.v1.KV/Delete"
+	KV_WriteBatch_FullMethodName     = "/stabilizer.kv.v1.KV/WriteBatch"
 	KV_Get_FullMethodName            = "/stabilizer.kv.v1.KV/Get"
 	KV_Scan_FullMethodName           = "/stabilizer.kv.v1.KV/Scan"
 	KV_Watch_FullMethodName          = "/stabilizer.kv.v1.KV/Watch"
@@ -41,6 +42,12 @@ type KVClient interface {
 	Put(ctx context.Context, in *PutRequest, opts ...grpc.CallOption) (*WriteResponse, error)
 	// Delete removes a key, waiting like Put.
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*WriteResponse, error)
+	// WriteBatch makes several puts and deletes, each its own version with
+	// its own seq, in one request: the site appends them together and waits
+	// once. An op fails alone when it is invalid (a bad key, a value too
+	// large); a failed wait fails every op. Ops on linearizable keys are
+	// made one by one, as Put and Delete make them.
+	WriteBatch(ctx context.Context, in *WriteBatchRequest, opts ...grpc.CallOption) (*WriteBatchResponse, error)
 	// Get reads a key: latest local state, stable under a predicate, from a
 	// quorum of sites, or from a consistent snapshot.
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
@@ -80,6 +87,16 @@ func (c *kVClient) Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.C
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WriteResponse)
 	err := c.cc.Invoke(ctx, KV_Delete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) WriteBatch(ctx context.Context, in *WriteBatchRequest, opts ...grpc.CallOption) (*WriteBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WriteBatchResponse)
+	err := c.cc.Invoke(ctx, KV_WriteBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +180,12 @@ type KVServer interface {
 	Put(context.Context, *PutRequest) (*WriteResponse, error)
 	// Delete removes a key, waiting like Put.
 	Delete(context.Context, *DeleteRequest) (*WriteResponse, error)
+	// WriteBatch makes several puts and deletes, each its own version with
+	// its own seq, in one request: the site appends them together and waits
+	// once. An op fails alone when it is invalid (a bad key, a value too
+	// large); a failed wait fails every op. Ops on linearizable keys are
+	// made one by one, as Put and Delete make them.
+	WriteBatch(context.Context, *WriteBatchRequest) (*WriteBatchResponse, error)
 	// Get reads a key: latest local state, stable under a predicate, from a
 	// quorum of sites, or from a consistent snapshot.
 	Get(context.Context, *GetRequest) (*GetResponse, error)
@@ -193,6 +216,9 @@ func (UnimplementedKVServer) Put(context.Context, *PutRequest) (*WriteResponse, 
 }
 func (UnimplementedKVServer) Delete(context.Context, *DeleteRequest) (*WriteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedKVServer) WriteBatch(context.Context, *WriteBatchRequest) (*WriteBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WriteBatch not implemented")
 }
 func (UnimplementedKVServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
@@ -265,6 +291,24 @@ func _KV_Delete_Handler(srv interface{}, ctx context.Context, dec func(interface
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(KVServer).Delete(ctx, req.(*DeleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KV_WriteBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WriteBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).WriteBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_WriteBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).WriteBatch(ctx, req.(*WriteBatchRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -384,6 +428,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _KV_Delete_Handler,
+		},
+		{
+			MethodName: "WriteBatch",
+			Handler:    _KV_WriteBatch_Handler,
 		},
 		{
 			MethodName: "Get",
