@@ -259,19 +259,44 @@ func (n *Node) run() {
 		case <-t.C:
 			n.tick()
 		case m := <-n.inbox:
-			n.loop.heard[m.GetFrom()] = n.loop.ticks
-			if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
-				n.log.Debug("step", "error", err)
-			}
+			n.step(m)
 		case f := <-n.calls:
 			f()
 		}
+		n.drain()
 		for n.rn.HasReady() {
 			if err := n.handleReady(); err != nil {
 				n.fail(err)
 				return
 			}
 		}
+	}
+}
+
+// drainMax bounds how many queued events one Ready collects, so that a
+// flood of proposals cannot starve ticks.
+const drainMax = 1024
+
+// drain steps every message and runs every call already queued, so that
+// one Ready (one fsync, one round of sends) covers all of them instead of
+// one each.
+func (n *Node) drain() {
+	for range drainMax {
+		select {
+		case m := <-n.inbox:
+			n.step(m)
+		case f := <-n.calls:
+			f()
+		default:
+			return
+		}
+	}
+}
+
+func (n *Node) step(m *pb.Message) {
+	n.loop.heard[m.GetFrom()] = n.loop.ticks
+	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+		n.log.Debug("step", "error", err)
 	}
 }
 
