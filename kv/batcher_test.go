@@ -41,6 +41,7 @@ func (c *cluster) serve(site string) (*Client, func() map[string]int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cl.Batching = true
 	t.Cleanup(func() { _ = cl.Close(); g.Stop() })
 	return cl, func() map[string]int {
 		mu.Lock()

@@ -23,9 +23,12 @@ type Client struct {
 	KV    kvpb.KVClient
 	Admin kvpb.AdminClient
 
-	// NoBatching, set before the first write, sends every Put and Delete
-	// as its own request instead of coalescing concurrent ones.
-	NoBatching bool
+	// Batching, set before the first write, coalesces concurrent Puts and
+	// Deletes that share a wait and timeout into WriteBatch requests. It
+	// halves the client's CPU under many concurrent writers but, measured
+	// with 64 and 256 writers on one machine, gains no throughput and can
+	// add a request's latency at moderate concurrency; hence off by default.
+	Batching bool
 
 	batch   *batcher
 	mu      sync.Mutex
@@ -56,8 +59,8 @@ func (c *Client) Close() error {
 
 // Put writes key = value, waiting for the predicate wait ("" for the site's
 // default, "none" for no wait), and records the write in the session.
-// Concurrent Puts and Deletes with the same wait and timeout share requests
-// (see NoBatching); each still gets its own version, seq and answer.
+// With Batching, concurrent Puts and Deletes with the same wait and timeout
+// share requests; each still gets its own version, seq and answer.
 func (c *Client) Put(ctx context.Context, key string, value []byte, wait string, timeout time.Duration) (*kvpb.WriteResponse, error) {
 	return c.write(ctx, &kvpb.WriteOp{Key: key, Value: value}, wait, timeout)
 }
@@ -68,7 +71,7 @@ func (c *Client) Delete(ctx context.Context, key, wait string, timeout time.Dura
 }
 
 func (c *Client) write(ctx context.Context, op *kvpb.WriteOp, wait string, timeout time.Duration) (*kvpb.WriteResponse, error) {
-	if c.NoBatching {
+	if !c.Batching {
 		return c.writeOne(ctx, op, wait, timeout)
 	}
 	return c.batch.write(ctx, op, wait, timeout)

@@ -13,7 +13,10 @@
 // the same everywhere, so sites converge once writes stop. Every version is
 // kept (for snapshot reads and stable reads), and the applied position of
 // each origin's stream is written in the same batch as the state, so a
-// crash never leaves the position ahead of the data.
+// crash never leaves the position ahead of the data. The winning version of
+// a key is a keep-greatest register of the store (a pebble merge), so
+// applying a version reads nothing, unless a Watch needs to know whether it
+// won.
 //
 // Keys under a configured prefix (default /lin/) are served instead by the
 // linearizable mode (package kv/lin), a Raft group across sites, with
@@ -26,7 +29,11 @@
 //	r, err := st.Get(ctx, "jobs/7", kv.ReadOptions{Quorum: "majority"})
 //	srv := kv.NewServer(st) // the gRPC API of kvpb
 //
-// Client is the Go client; kvctl is built on it.
+// Client is the Go client; kvctl is built on it. With Client.Batching it
+// coalesces concurrent Puts and Deletes that share a wait and timeout into
+// WriteBatch requests (two requests in flight per wait; writes that find
+// both busy leave together in the next), each write keeping its own seq and
+// answer.
 //
 // # Concurrency
 //

@@ -30,9 +30,13 @@ import (
 // Systems, as results.json names them.
 const (
 	sysOurs = "stabilizer"
-	sysLin  = "stabilizer-lin"
-	sysEtcd = "etcd"
-	sysNATS = "nats-jetstream"
+	// sysOursBatched is our KV with the client's coalescing of concurrent
+	// writes (kv.Client.Batching) turned on; sysOurs sends one request per
+	// write, as the peers' clients do.
+	sysOursBatched = "stabilizer-batched"
+	sysLin         = "stabilizer-lin"
+	sysEtcd        = "etcd"
+	sysNATS        = "nats-jetstream"
 )
 
 // Phases of a row.

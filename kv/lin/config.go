@@ -75,7 +75,10 @@ type Config struct {
 	// HeartbeatTicks. Default 20.
 	ElectionTicks int
 	// SnapshotEntries is how many applied entries trigger a snapshot of
-	// the state machine and the compaction of the log. Default 10000.
+	// the state machine and the compaction of the log, provided their
+	// commands also add up to the size of the last snapshot (so that a
+	// large state is not rewritten every few thousand small writes).
+	// Default 10000.
 	SnapshotEntries uint64
 	// CatchUpEntries is how many entries before a snapshot stay in memory
 	// so that a follower slightly behind catches up without a snapshot.

@@ -46,6 +46,8 @@ type Node struct {
 		reads         map[uint64][]byte
 		expiring      map[string]uint64 // leases with an expiry proposed, by job: rev
 		snapIndex     uint64
+		snapBytes     int // size of the latest snapshot, made or installed
+		logBytes      int // bytes of commands applied since it
 		ticks         uint64
 		preferredSeen int
 		wasLeader     bool
@@ -117,6 +119,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ms = ms
 	n.loop.snapIndex = snap.GetMetadata().GetIndex()
+	n.loop.snapBytes = len(snap.GetData())
 	n.loop.reads = map[uint64][]byte{}
 	n.loop.expiring = map[string]uint64{}
 	n.loop.heard = map[uint64]uint64{}
@@ -455,7 +458,7 @@ func (n *Node) handleReady() error {
 			return err
 		}
 		idx := rd.Snapshot.GetMetadata().GetIndex()
-		n.loop.snapIndex = idx
+		n.loop.snapIndex, n.loop.snapBytes, n.loop.logBytes = idx, len(rd.Snapshot.GetData()), 0
 		n.mu.Lock()
 		n.mu.fsm = f
 		n.mu.snapIndex = idx
@@ -568,6 +571,7 @@ func (n *Node) apply(ents []*pb.Entry, now time.Time) error {
 		if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
 			continue
 		}
+		n.loop.logBytes += len(e.GetData())
 		c, err := decodeCommand(e.GetData())
 		if err != nil {
 			// Every site would fail the same way on this entry; skipping it
@@ -594,7 +598,12 @@ func (n *Node) apply(ents []*pb.Entry, now time.Time) error {
 func (n *Node) maybeCompact(ctx context.Context) error {
 	n.mu.Lock()
 	applied := n.mu.applied
-	if applied < n.loop.snapIndex+n.cfg.SnapshotEntries {
+	// Snapshot only once the commands since the last one add up to its
+	// size too: encoding and writing the whole state every SnapshotEntries
+	// stalled the loop for up to a second and a half once the state held tens of MB of
+	// keys, while writing as much as the state between snapshots keeps
+	// their cost proportional to what is written.
+	if applied < n.loop.snapIndex+n.cfg.SnapshotEntries || n.loop.logBytes < n.loop.snapBytes {
 		n.mu.Unlock()
 		return nil
 	}
@@ -607,7 +616,7 @@ func (n *Node) maybeCompact(ctx context.Context) error {
 	if err := n.rlog.compact(ctx, snap); err != nil {
 		return fmt.Errorf("lin: persist snapshot at %d: %w", applied, err)
 	}
-	n.loop.snapIndex = applied
+	n.loop.snapIndex, n.loop.snapBytes, n.loop.logBytes = applied, len(data), 0
 	n.mu.Lock()
 	n.mu.snapIndex = applied
 	n.mu.Unlock()

@@ -48,6 +48,11 @@ func initialSnapshot(voters []uint64) *pb.Snapshot {
 type raftLog struct {
 	st *storage.Store
 	ns string
+	// last is the index of the last entry stored (or of the snapshot when
+	// none follows it): a range deletion of a conflicting tail is needed
+	// only below it, and pebble pays for every range tombstone on reads
+	// and flushes.
+	last uint64
 }
 
 // load reads what was persisted into a fresh MemoryStorage; on first start
@@ -95,6 +100,7 @@ func (l *raftLog) load(voters []uint64) (*raft.MemoryStorage, *pb.Snapshot, erro
 	if err := ms.Append(ents); err != nil {
 		return nil, nil, fmt.Errorf("lin: load log: %w", err)
 	}
+	l.last = next - 1
 	if err := ms.SetHardState(hs); err != nil {
 		return nil, nil, fmt.Errorf("lin: load hard state: %w", err)
 	}
@@ -105,6 +111,7 @@ func (l *raftLog) load(voters []uint64) (*raft.MemoryStorage, *pb.Snapshot, erro
 // atomic write.
 func (l *raftLog) save(ctx context.Context, snap *pb.Snapshot, ents []*pb.Entry, hs *pb.HardState) error {
 	var b storage.Batch
+	last := l.last
 	if !raft.IsEmptySnap(snap) {
 		data, err := proto.Marshal(snap)
 		if err != nil {
@@ -112,11 +119,15 @@ func (l *raftLog) save(ctx context.Context, snap *pb.Snapshot, ents []*pb.Entry,
 		}
 		b.AppSet(l.ns, keySnapshot, data)
 		// The snapshot replaces the whole log.
-		b.AppDeleteRange(l.ns, entryPrefix, entryKey(1<<64-1))
+		b.AppDeleteRange(l.ns, entryPrefix, entryKey(l.last+1))
+		last = snap.GetMetadata().GetIndex()
 	}
 	if len(ents) > 0 {
 		// New entries replace any conflicting tail.
-		b.AppDeleteRange(l.ns, entryKey(ents[0].GetIndex()), entryKey(1<<64-1))
+		if first := ents[0].GetIndex(); first <= last {
+			b.AppDeleteRange(l.ns, entryKey(first), entryKey(last+1))
+		}
+		last = ents[len(ents)-1].GetIndex()
 		for _, e := range ents {
 			data, err := proto.Marshal(e)
 			if err != nil {
@@ -135,7 +146,11 @@ func (l *raftLog) save(ctx context.Context, snap *pb.Snapshot, ents []*pb.Entry,
 	if b.Empty() {
 		return nil
 	}
-	return l.st.Write(ctx, &b)
+	if err := l.st.Write(ctx, &b); err != nil {
+		return err
+	}
+	l.last = last
+	return nil
 }
 
 // compact persists a snapshot made by this site and deletes the entries it
