@@ -13,48 +13,115 @@ import (
 // namespace is the kv's key space in the site's store.
 const namespace = "kv"
 
-// Key prefixes inside the namespace.
+// Keys inside the namespace.
 const (
-	prefixLatest  = 'l' // key -> the winning version
-	prefixHistory = 'h' // len(key) key ^hlc origin -> every version, newest first
+	prefixVersion = 'v' // escaped key, 0x00 0x01, ^hlc, origin -> every version, newest first
 	prefixApplied = 'a' // origin -> the last seq of origin's kv stream applied
+	keyFormat     = 'f' // -> the layout version below
 )
+
+// formatVersion is the layout of the keys above. Version 1 also kept each
+// key's winning version under its own key; version 2 derives it from the
+// versions, so that a write stores its value once besides the log.
+const formatVersion = 2
 
 var errStop = errors.New("stop")
 
-// state is the kv's materialized state in the site's pebble: the winning
-// version of each key, every version for snapshot reads, and how far each
-// origin's stream has been applied, all written in one durable batch so a
-// crash never leaves the position ahead of the data.
+// state is the kv's materialized state in the site's pebble: every version
+// of every key, ordered so that a key's first version is the one that wins,
+// and how far each origin's stream has been applied, written in one batch so
+// a crash never leaves the position ahead of the data.
 type state struct {
 	st *storage.Store
 }
 
-func latestKey(key string) []byte { return append([]byte{prefixLatest}, key...) }
-
-func historyPrefix(key string) []byte {
-	b := binary.AppendUvarint([]byte{prefixHistory}, uint64(len(key)))
-	return append(b, key...)
+// open checks that the namespace holds this layout, or nothing yet.
+func (s *state) open(ctx context.Context) error {
+	b, err := s.st.AppGet(namespace, []byte{keyFormat})
+	if err == nil {
+		if len(b) != 1 || b[0] != formatVersion {
+			return fmt.Errorf("kv: the store's kv state has layout %v; this version reads layout %d", b, formatVersion)
+		}
+		return nil
+	}
+	if !errors.Is(err, storage.ErrNotFound) {
+		return fmt.Errorf("kv: read the state's layout: %w", err)
+	}
+	empty := true
+	err = s.st.AppScan(namespace, nil, nil, func(_, _ []byte) error { empty = false; return errStop })
+	if err != nil && !errors.Is(err, errStop) {
+		return fmt.Errorf("kv: read the state's layout: %w", err)
+	}
+	if !empty {
+		return fmt.Errorf("kv: the store holds kv state in layout 1, which this version does not read: " +
+			"move the site's data directory aside and let the site catch up from its peers")
+	}
+	var wb storage.Batch
+	wb.AppSet(namespace, []byte{keyFormat}, []byte{formatVersion})
+	return s.st.Write(ctx, &wb)
 }
 
-// historyKey orders a key's versions newest first: the HLC is stored
+// versionPrefix is the common prefix of key's versions. The key is escaped
+// (0x00 becomes 0x00 0xff) and ends with 0x00 0x01, so that versions sort by
+// key first, and the keys with a given prefix are one range.
+func versionPrefix(key string) []byte {
+	return append(escapeKey([]byte{prefixVersion}, key), 0, 1)
+}
+
+func escapeKey(b []byte, key string) []byte {
+	for i := 0; i < len(key); i++ {
+		b = append(b, key[i])
+		if key[i] == 0 {
+			b = append(b, 0xff)
+		}
+	}
+	return b
+}
+
+// splitVersionKey returns the key of a version's storage key and the
+// length of its versionPrefix.
+func splitVersionKey(k []byte) (key string, prefixLen int, ok bool) {
+	if len(k) == 0 || k[0] != prefixVersion {
+		return "", 0, false
+	}
+	var b []byte
+	for i := 1; i+1 < len(k); i++ {
+		if k[i] != 0 {
+			b = append(b, k[i])
+			continue
+		}
+		switch k[i+1] {
+		case 1:
+			return string(b), i + 2, true
+		case 0xff:
+			b = append(b, 0)
+			i++
+		default:
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}
+
+// versionKey orders a key's versions newest first: the HLC is stored
 // inverted, with the sign of the wall clock flipped so that it sorts as
-// unsigned.
-func historyKey(key string, h core.HLC, origin string) []byte {
-	b := historyPrefix(key)
+// unsigned. Versions with equal HLCs follow in origin order; the greatest
+// origin wins among them (Version.Newer), so readers look at all of them.
+func versionKey(key string, h core.HLC, origin string) []byte {
+	return append(appendInvertedHLC(versionPrefix(key), h), origin...)
+}
+
+func appendInvertedHLC(b []byte, h core.HLC) []byte {
 	b = binary.BigEndian.AppendUint64(b, ^(uint64(h.Wall) ^ 1<<63))
-	b = binary.BigEndian.AppendUint32(b, ^h.Logical)
-	return append(b, origin...)
+	return binary.BigEndian.AppendUint32(b, ^h.Logical)
 }
 
 func appliedKey(origin string) []byte { return append([]byte{prefixApplied}, origin...) }
 
-// apply writes the versions of one origin's entries, in seq order, and the
-// new applied position, durably. The latest version of each key is a
-// keep-greatest register ordered by (HLC, origin), so applying never reads:
-// the store keeps whichever version is newest. Only when watch is set does
-// apply read the current versions, to return the ones that became the
-// latest of their key (the ones watchers see).
+// apply writes the versions of one origin's entries and the new applied
+// position. It reads nothing, since the order of a key's versions decides
+// which one wins, unless watch is set: then it reads the current versions to
+// return the ones that became the latest of their key (what watchers see).
 func (s *state) apply(ctx context.Context, origin string, entries []core.Entry, watch bool) ([]Version, error) {
 	var b storage.Batch
 	won := map[string]*Version{}
@@ -64,26 +131,12 @@ func (s *state) apply(ctx context.Context, origin string, entries []core.Entry, 
 		if err != nil {
 			return nil, err
 		}
-		b.AppSet(namespace, historyKey(v.Key, v.HLC, v.Origin), encodeVersion(&v))
-		cur, ok := won[v.Key]
-		if !ok && watch {
-			stored, found, err := s.latest(v.Key)
-			if err != nil {
+		b.AppSet(namespace, versionKey(v.Key, v.HLC, v.Origin), encodeVersion(&v))
+		if watch {
+			if changed, err = s.winning(changed, won, v); err != nil {
 				return nil, err
 			}
-			if found {
-				cur = &stored
-			}
 		}
-		if cur == nil || v.Newer(cur) {
-			won[v.Key] = &v
-			if watch {
-				changed = append(changed, v)
-			}
-		}
-	}
-	for key, v := range won {
-		b.AppKeepGreatest(namespace, latestKey(key), encodeLatest(v))
 	}
 	last := entries[len(entries)-1].Seq
 	b.AppSet(namespace, appliedKey(origin), binary.BigEndian.AppendUint64(nil, last))
@@ -97,52 +150,52 @@ func (s *state) apply(ctx context.Context, origin string, entries []core.Entry, 
 	return changed, nil
 }
 
-// encodeLatest orders a key's versions as Version.Newer does: by HLC (the
-// wall clock's sign flipped so that it sorts as unsigned), then by origin.
-func encodeLatest(v *Version) []byte {
-	order := make([]byte, 0, 12+len(v.Origin))
-	order = binary.BigEndian.AppendUint64(order, uint64(v.HLC.Wall)^1<<63)
-	order = binary.BigEndian.AppendUint32(order, v.HLC.Logical)
-	order = append(order, v.Origin...)
-	return storage.GreatestValue(order, encodeVersion(v))
-}
-
-func decodeLatest(key string, b []byte) (Version, error) {
-	_, enc, err := storage.SplitGreatest(b)
-	if err != nil {
-		return Version{}, fmt.Errorf("kv: corrupt latest version of %q: %w", key, err)
+// winning appends v to changed if it wins over the key's current version,
+// counting the versions of this batch that won before it.
+func (s *state) winning(changed []Version, won map[string]*Version, v Version) ([]Version, error) {
+	cur, ok := won[v.Key]
+	if !ok {
+		stored, found, err := s.latest(v.Key)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			cur = &stored
+		}
 	}
-	return decodeVersion(key, enc)
+	if cur == nil || v.Newer(cur) {
+		won[v.Key] = &v
+		changed = append(changed, v)
+	}
+	return changed, nil
 }
 
 // latest returns the winning version of key.
 func (s *state) latest(key string) (Version, bool, error) {
-	b, err := s.st.AppGet(namespace, latestKey(key))
-	if errors.Is(err, storage.ErrNotFound) {
-		return Version{}, false, nil
-	}
-	if err != nil {
-		return Version{}, false, err
-	}
-	v, err := decodeLatest(key, b)
-	return v, err == nil, err
+	p := versionPrefix(key)
+	return s.winner(key, p, storage.PrefixEnd(p))
 }
 
 // at returns the version of key a snapshot at time t sees: the winner among
 // the versions with an HLC at or below t.
 func (s *state) at(key string, t core.HLC) (Version, bool, error) {
-	prefix := historyPrefix(key)
-	start := historyKey(key, t, "")
-	end := append(append([]byte{}, prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	p := versionPrefix(key)
+	return s.winner(key, appendInvertedHLC(p, t), storage.PrefixEnd(p))
+}
+
+// winner returns the newest version of key in [start, end), which holds
+// versions of key only: the first, or the greatest origin among the first
+// ones if their HLCs are equal.
+func (s *state) winner(key string, start, end []byte) (Version, bool, error) {
 	var best Version
 	found := false
-	err := s.st.AppScan(namespace, start, end, func(k, val []byte) error {
+	err := s.st.AppScan(namespace, start, end, func(_, val []byte) error {
 		v, err := decodeVersion(key, val)
 		if err != nil {
 			return err
 		}
 		if found && v.HLC != best.HLC {
-			return errStop // versions come newest first: the winner is known
+			return errStop
 		}
 		if !found || v.Newer(&best) {
 			best, found = v, true
@@ -156,25 +209,52 @@ func (s *state) at(key string, t core.HLC) (Version, bool, error) {
 }
 
 // scan calls fn for the winning version of each key with the prefix, in key
-// order, up to limit keys (0: no limit), deleted keys skipped.
+// order, up to limit keys (0: no limit), deleted keys skipped. It reads the
+// first versions of each key and skips the older ones.
 func (s *state) scan(prefix string, limit int, fn func(Version) error) error {
+	start := escapeKey([]byte{prefixVersion}, prefix)
 	n := 0
-	err := s.st.AppScanPrefix(namespace, latestKey(prefix), func(k, val []byte) error {
-		v, err := decodeLatest(string(k[1:]), val)
-		if err != nil {
-			return err
-		}
-		if v.Deleted {
+	var cur Version
+	have := false
+	emit := func() error {
+		if !have || cur.Deleted {
 			return nil
 		}
-		if err := fn(v); err != nil {
+		if err := fn(cur); err != nil {
 			return err
 		}
 		if n++; limit > 0 && n >= limit {
 			return errStop
 		}
 		return nil
+	}
+	err := s.st.AppScanSkip(namespace, start, storage.PrefixEnd(start), func(k, val []byte) ([]byte, error) {
+		key, plen, ok := splitVersionKey(k)
+		if !ok {
+			return nil, fmt.Errorf("kv: corrupt version key %q", k)
+		}
+		v, err := decodeVersion(key, val)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case have && key == cur.Key && v.HLC == cur.HLC:
+			if v.Newer(&cur) {
+				cur = v
+			}
+			return nil, nil
+		case have && key == cur.Key:
+			return storage.PrefixEnd(k[:plen]), nil // older versions
+		}
+		if err := emit(); err != nil {
+			return nil, err
+		}
+		cur, have = v, true
+		return nil, nil
 	})
+	if err == nil {
+		err = emit()
+	}
 	if errors.Is(err, errStop) {
 		return nil
 	}
@@ -197,8 +277,7 @@ func (s *state) appliedPositions() (map[string]uint64, error) {
 // history calls fn for every version of key, newest first, until fn
 // returns false.
 func (s *state) history(key string, fn func(Version) (bool, error)) error {
-	prefix := historyPrefix(key)
-	err := s.st.AppScanPrefix(namespace, prefix, func(k, val []byte) error {
+	err := s.st.AppScanPrefix(namespace, versionPrefix(key), func(k, val []byte) error {
 		v, err := decodeVersion(key, val)
 		if err != nil {
 			return err

@@ -2,6 +2,8 @@ package kv
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,6 +33,9 @@ func TestApplyOrderDoesNotDecideTheWinner(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := &state{st: st}
+			if err := s.open(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			var seen []string
 			for _, i := range order {
 				changed, err := s.apply(context.Background(), ents[i].Stream.Origin, ents[i:i+1], watch)
@@ -55,5 +60,125 @@ func TestApplyOrderDoesNotDecideTheWinner(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+func openState(t *testing.T, dir string) (*state, *storage.Store) {
+	t.Helper()
+	st, err := storage.Open(storage.Config{Dir: dir, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	s := &state{st: st}
+	if err := s.open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s, st
+}
+
+func put(t *testing.T, s *state, origin string, seq uint64, h core.HLC, key, value string, del bool) {
+	t.Helper()
+	kind := opPut
+	if del {
+		kind = opDelete
+	}
+	e := core.Entry{Stream: core.StreamID{Origin: origin, Name: Stream}, Seq: seq, HLC: h, Payload: encodeOp(kind, key, []byte(value))}
+	if _, err := s.apply(context.Background(), origin, []core.Entry{e}, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestScanReadsTheWinnerOfEachKey: keys that are prefixes of each other or
+// hold 0x00 bytes, keys with many versions, equal HLCs from two origins,
+// deletions and limits.
+func TestScanReadsTheWinnerOfEachKey(t *testing.T) {
+	s, _ := openState(t, t.TempDir())
+	h := func(w int64) core.HLC { return core.HLC{Wall: w} }
+	put(t, s, "a", 1, h(10), "job", "a10", false)
+	put(t, s, "a", 2, h(20), "job/1", "a20", false)
+	put(t, s, "b", 1, h(20), "job/1", "b20", false) // tie: the greater origin wins
+	put(t, s, "a", 3, h(5), "job/1", "a5", false)
+	for i := range 50 {
+		put(t, s, "a", uint64(4+i), h(int64(100+i)), "job/2", fmt.Sprintf("v%d", i), false)
+	}
+	put(t, s, "b", 2, h(30), "job/3", "", true) // deleted
+	put(t, s, "a", 60, h(1), "job/3", "old", false)
+	put(t, s, "a", 61, h(1), "job\x00x", "nul", false)
+	put(t, s, "a", 62, h(1), "jo", "short", false)
+	put(t, s, "a", 63, h(1), "kob", "other", false)
+
+	scan := func(prefix string, limit int) string {
+		var out []string
+		if err := s.scan(prefix, limit, func(v Version) error {
+			out = append(out, fmt.Sprintf("%q=%s", v.Key, v.Value))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := scan("job", 0), `"job"=a10 "job\x00x"=nul "job/1"=b20 "job/2"=v49`; got != want {
+		t.Errorf("scan job:\n got %s\nwant %s", got, want)
+	}
+	if got, want := scan("", 2), `"jo"=short "job"=a10`; got != want {
+		t.Errorf("scan with limit 2: got %s, want %s", got, want)
+	}
+	if got, want := scan("job/", 0), `"job/1"=b20 "job/2"=v49`; got != want {
+		t.Errorf("scan job/: got %s, want %s", got, want)
+	}
+	if v, found, err := s.at("job/2", h(120)); err != nil || !found || string(v.Value) != "v20" {
+		t.Errorf("job/2 at 120: %+v %v %v", v, found, err)
+	}
+	if v, found, err := s.at("job/1", h(20)); err != nil || !found || string(v.Value) != "b20" {
+		t.Errorf("job/1 at 20: %+v %v %v", v, found, err)
+	}
+	if _, found, err := s.at("job/1", h(4)); err != nil || found {
+		t.Errorf("job/1 at 4: found %v, %v", found, err)
+	}
+}
+
+func TestVersionKeyRoundTrip(t *testing.T) {
+	for _, key := range []string{"", "a", "\x00", "a\x00b", "\x00\x00\xff", "job/7", "é\x01"} {
+		k := versionKey(key, core.HLC{Wall: -3, Logical: 2}, "eu-west-1")
+		got, plen, ok := splitVersionKey(k)
+		if !ok || got != key || string(k[:plen]) != string(versionPrefix(key)) {
+			t.Errorf("%q: split gives %q, %d, %v", key, got, plen, ok)
+		}
+	}
+}
+
+// TestOpenRefusesOtherLayouts: kv state without a layout mark (layout 1)
+// or with another mark is refused with a message saying what to do; an
+// empty namespace is marked.
+func TestOpenRefusesOtherLayouts(t *testing.T) {
+	dir := t.TempDir()
+	st, err := storage.Open(storage.Config{Dir: dir, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b storage.Batch
+	b.AppSet(namespace, []byte("ljob/7"), []byte("a version in layout 1"))
+	if err := st.Write(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	s := &state{st: st}
+	if err := s.open(context.Background()); err == nil || !strings.Contains(err.Error(), "layout 1") || !strings.Contains(err.Error(), "move the site's data directory aside") {
+		t.Errorf("layout 1: %v", err)
+	}
+	b.Reset()
+	b.AppSet(namespace, []byte{keyFormat}, []byte{9})
+	if err := st.Write(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.open(context.Background()); err == nil || !strings.Contains(err.Error(), "layout [9]") {
+		t.Errorf("layout 9: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := openState(t, t.TempDir())
+	if v, err := s2.st.AppGet(namespace, []byte{keyFormat}); err != nil || len(v) != 1 || v[0] != formatVersion {
+		t.Errorf("a new store is not marked: %v %v", v, err)
 	}
 }

@@ -109,6 +109,9 @@ func New(cfg Config) (*Store, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	s := &Store{cfg: cfg, node: cfg.Node, state: state{st: cfg.Node.Store()}, log: cfg.Logger}
+	if err := s.state.open(context.Background()); err != nil {
+		return nil, err
+	}
 	s.mu.pending = map[string]Version{}
 	s.mu.watchers = map[*watcher]struct{}{}
 	if err := cfg.Node.Handle(Stream, s); err != nil {

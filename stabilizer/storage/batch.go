@@ -49,7 +49,6 @@ const (
 	opSet opKind = iota
 	opDelete
 	opDeleteRange
-	opKeepGreatest
 )
 
 type rawOp struct {
@@ -135,23 +134,6 @@ func (b *Batch) AppSet(ns string, key, value []byte) {
 	b.raw(rawOp{kind: opSet, key: appKey(ns, key), value: value})
 }
 
-// AppKeepGreatest offers value (made by GreatestValue) for key in
-// namespace ns: the key keeps, of every value ever offered, the one with the
-// greatest order, without the writer reading what is there. A key written
-// this way must be written only with AppKeepGreatest and AppDelete, or its
-// reads fail with ErrCorrupt. Last-writer-wins registers are the use.
-func (b *Batch) AppKeepGreatest(ns string, key, value []byte) {
-	if err := checkName("namespace", ns); err != nil {
-		b.fail(err)
-		return
-	}
-	if _, err := greatestOrder(value); err != nil {
-		b.fail(fmt.Errorf("storage: keep greatest of app %s key %q: %w", ns, key, ErrInvalid))
-		return
-	}
-	b.raw(rawOp{kind: opKeepGreatest, key: appKey(ns, key), value: value})
-}
-
 // AppDelete deletes key from application namespace ns.
 func (b *Batch) AppDelete(ns string, key []byte) {
 	if err := checkName("namespace", ns); err != nil {
@@ -168,7 +150,7 @@ func (b *Batch) AppDeleteRange(ns string, start, end []byte) {
 		b.fail(err)
 		return
 	}
-	e := prefixEnd(appPrefix(ns))
+	e := PrefixEnd(appPrefix(ns))
 	if end != nil {
 		e = appKey(ns, end)
 	}

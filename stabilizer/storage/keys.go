@@ -77,9 +77,9 @@ func appKey(ns string, key []byte) []byte {
 	return append(appPrefix(ns), key...)
 }
 
-// prefixEnd returns the smallest key greater than every key with prefix p,
+// PrefixEnd returns the smallest key greater than every key with prefix p,
 // or nil when there is none (p is all 0xff).
-func prefixEnd(p []byte) []byte {
+func PrefixEnd(p []byte) []byte {
 	end := append([]byte(nil), p...)
 	for i := len(end) - 1; i >= 0; i-- {
 		if end[i] != 0xff {

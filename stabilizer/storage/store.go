@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -81,7 +79,6 @@ func Open(cfg Config) (*Store, error) {
 	defer cache.Unref() // the DB holds its own reference
 	opts := &pebble.Options{
 		Cache:        cache,
-		Merger:       greatest,
 		MemTableSize: uint64(cfg.MemTableSize),
 		// Let a few memtables queue for flushing so that bursts of large
 		// messages do not stall writers while a flush runs.
@@ -113,9 +110,6 @@ func Open(cfg Config) (*Store, error) {
 			RewriteMinimumAge:     5 * time.Minute,
 			TargetGarbageRatio:    0.2,
 		}
-	}
-	if err := checkFormat(cfg.Dir, opts); err != nil {
-		return nil, err
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
@@ -351,7 +345,7 @@ func (s *Store) AppScan(ns string, start, end []byte, fn func(key, value []byte)
 		return err
 	}
 	p := appPrefix(ns)
-	upper := prefixEnd(p)
+	upper := PrefixEnd(p)
 	if end != nil {
 		upper = appKey(ns, end)
 	}
@@ -364,11 +358,37 @@ func (s *Store) AppScan(ns string, start, end []byte, fn func(key, value []byte)
 	})
 }
 
+// AppScanSkip is AppScan where fn may skip ahead: when it returns a key
+// next (greater than the current key), the scan continues at the first key
+// at or after next instead of the following key. It lets a caller read one
+// entry of each of many runs of keys without reading the rest of each run.
+func (s *Store) AppScanSkip(ns string, start, end []byte, fn func(key, value []byte) (next []byte, err error)) error {
+	if err := checkName("namespace", ns); err != nil {
+		return err
+	}
+	p := appPrefix(ns)
+	upper := PrefixEnd(p)
+	if end != nil {
+		upper = appKey(ns, end)
+	}
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.ops.Done()
+	return s.scanSkip(appKey(ns, start), upper, func(k, v []byte) ([]byte, error) {
+		next, err := fn(k[len(p):], v)
+		if next != nil {
+			next = appKey(ns, next)
+		}
+		return next, err
+	})
+}
+
 // AppScanPrefix is AppScan over the keys of ns that start with prefix.
 func (s *Store) AppScanPrefix(ns string, prefix []byte, fn func(key, value []byte) error) error {
 	var end []byte
 	if len(prefix) > 0 {
-		end = prefixEnd(prefix)
+		end = PrefixEnd(prefix)
 		if end == nil { // prefix is all 0xff: scan to the namespace's end
 			end = nil
 		}
@@ -394,20 +414,31 @@ func (s *Store) get(k []byte, what string) ([]byte, error) {
 
 // scan iterates [lower, upper) without registering as an op (callers do).
 func (s *Store) scan(lower, upper []byte, fn func(k, v []byte) error) error {
+	return s.scanSkip(lower, upper, func(k, v []byte) ([]byte, error) { return nil, fn(k, v) })
+}
+
+// scanSkip is scan where fn may name a key to continue from.
+func (s *Store) scanSkip(lower, upper []byte, fn func(k, v []byte) ([]byte, error)) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return fmt.Errorf("storage: scan: %w", err)
 	}
-	for ok := it.First(); ok; ok = it.Next() {
+	for ok := it.First(); ok; {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return errors.Join(fmt.Errorf("storage: scan: %w", err), it.Close())
 		}
-		if err := fn(it.Key(), v); err != nil {
+		next, err := fn(it.Key(), v)
+		if err != nil {
 			// Return the caller's error as is so that it can compare it; a
 			// close error after a successful read adds nothing.
 			_ = it.Close()
 			return err
+		}
+		if next != nil && bytes.Compare(next, it.Key()) > 0 {
+			ok = it.SeekGE(next)
+		} else {
+			ok = it.Next()
 		}
 	}
 	if err := it.Close(); err != nil {
@@ -447,27 +478,4 @@ func (s *Store) walSyncs() uint64 {
 		return 0
 	}
 	return m.GetHistogram().GetSampleCount()
-}
-
-// checkFormat refuses, with a message that says what to do, a directory
-// written with another merger. pebble refuses it too, but only after
-// starting goroutines that its failed Open leaves running.
-func checkFormat(dir string, opts *pebble.Options) error {
-	desc, err := pebble.Peek(dir, vfs.Default)
-	if err != nil || !desc.Exists || desc.OptionsFilename == "" {
-		return nil // a new or unreadable directory: pebble.Open says what is wrong
-	}
-	prev, err := os.ReadFile(desc.OptionsFilename)
-	if err != nil {
-		return nil
-	}
-	o := opts.Clone()
-	o.FS = vfs.Default // not the disk-health-checking default, which starts a goroutine
-	o.EnsureDefaults()
-	err = o.CheckCompatibility(dir, string(prev))
-	if err != nil && strings.Contains(err.Error(), "merger name") {
-		return fmt.Errorf("storage: open %s: written in an older storage format this version cannot read "+
-			"(move the directory aside; the site starts empty and its peers resend their streams): %w", dir, err)
-	}
-	return nil
 }

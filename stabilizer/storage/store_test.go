@@ -101,7 +101,7 @@ func TestKeysOrderAndSeparation(t *testing.T) {
 	if !ok || o != "eu-west-1" || s != "kv" || string(rest) != "applied" {
 		t.Errorf("decode ack key: %q %q %q %v", o, s, rest, ok)
 	}
-	if got := prefixEnd([]byte{1, 0xff}); !bytes.Equal(got, []byte{2}) {
+	if got := PrefixEnd([]byte{1, 0xff}); !bytes.Equal(got, []byte{2}) {
 		t.Errorf("prefixEnd = %v", got)
 	}
 }
@@ -634,5 +634,31 @@ func TestWriteNoSync(t *testing.T) {
 	s = openTest(t, dir)
 	if v, err := s.AppGet("node", []byte("f")); err != nil || string(v) != "1" {
 		t.Fatalf("after reopening: %q %v", v, err)
+	}
+}
+
+// TestAppScanSkip reads the first key of each run of keys that share a
+// first letter, skipping the rest of each run; a next key that is not
+// ahead of the current one continues with the following key.
+func TestAppScanSkip(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	var b Batch
+	for _, k := range []string{"a1", "a2", "a3", "b1", "b2", "c1", "d1"} {
+		b.AppSet("kv", []byte(k), []byte("v"))
+	}
+	b.AppSet("other", []byte("b9"), []byte("other namespace"))
+	if err := s.Write(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	err := s.AppScanSkip("kv", nil, []byte("d"), func(k, v []byte) ([]byte, error) {
+		seen = append(seen, string(k))
+		if k[0] == 'b' {
+			return []byte("a"), nil // behind: ignored
+		}
+		return []byte{k[0] + 1}, nil
+	})
+	if got := strings.Join(seen, " "); err != nil || got != "a1 b1 b2 c1" {
+		t.Errorf("scan saw %q (%v), want \"a1 b1 b2 c1\"", got, err)
 	}
 }

@@ -393,8 +393,6 @@ func addOps(pb *pebble.Batch, ops []rawOp) {
 			_ = pb.Delete(op.key, nil)
 		case opDeleteRange:
 			_ = pb.DeleteRange(op.key, op.value, nil)
-		case opKeepGreatest:
-			_ = pb.Merge(op.key, op.value, nil)
 		}
 	}
 }
