@@ -13,10 +13,10 @@
 // the same everywhere, so sites converge once writes stop. Every version is
 // kept (for snapshot reads and stable reads), and the applied position of
 // each origin's stream is written in the same batch as the state, so a
-// crash never leaves the position ahead of the data. The winning version of
-// a key is a keep-greatest register of the store (a pebble merge), so
-// applying a version reads nothing, unless a Watch needs to know whether it
-// won.
+// crash never leaves the position ahead of the data. Versions are stored
+// by key, newest first, so a key's first versions are its winner: applying a
+// version writes it and reads nothing (unless a Watch needs to know whether
+// it won), and a write's value is stored once besides the log.
 //
 // Keys under a configured prefix (default /lin/) are served instead by the
 // linearizable mode (package kv/lin), a Raft group across sites, with
