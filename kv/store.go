@@ -287,10 +287,8 @@ func (s *Store) compile(ctx context.Context, p string) (*frontier.Predicate, err
 // call, since a named predicate can be changed.
 func (s *Store) lookup(ctx context.Context, p string) (*compiledPred, error) {
 	src := p
-	for _, d := range s.node.Predicates(ctx) {
-		if d.Name == p {
-			src = d.Source
-		}
+	if named, ok := s.node.PredicateSource(p); ok {
+		src = named
 	}
 	if c, ok := s.compiled.Load(src); ok {
 		return c.(*compiledPred), nil

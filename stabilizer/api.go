@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -80,7 +79,7 @@ func (n *Node) AppendBatch(ctx context.Context, stream string, payloads [][]byte
 // which the core evaluates it. Inline sources are registered with the core
 // on first use under the name "=" + source.
 func (n *Node) Predicate(ctx context.Context, nameOrSource string) (string, error) {
-	if n.isNamed(ctx, nameOrSource) {
+	if _, named := n.PredicateSource(nameOrSource); named {
 		return nameOrSource, nil
 	}
 	name := "=" + nameOrSource
@@ -110,8 +109,24 @@ func (n *Node) Predicate(ctx context.Context, nameOrSource string) (string, erro
 	return name, nil
 }
 
-func (n *Node) isNamed(ctx context.Context, name string) bool {
-	return slices.Contains(n.PredicateNames(ctx), name)
+// PredicateSource returns the source of a named predicate, built-in or set
+// at run time. Unlike Predicates it copies nothing: writes look their wait
+// up with it every time.
+func (n *Node) PredicateSource(name string) (string, bool) {
+	if src := frontier.Builtins[name]; src != "" {
+		return src, true
+	}
+	if strings.HasPrefix(name, "=") {
+		return "", false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, d := range n.mu.defs {
+		if d.Name == name {
+			return d.Source, true
+		}
+	}
+	return "", false
 }
 
 // PredicateNames lists the named predicates, built-in first; inline ones

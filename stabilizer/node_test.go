@@ -256,6 +256,15 @@ func TestPartitionStallsAllButNotMajority(t *testing.T) {
 	if err := c.nodes["a"].WaitFor(ctx, a.Stream, "two", a.Seq); err != nil {
 		t.Fatal(err)
 	}
+	if src, ok := c.nodes["a"].PredicateSource("two"); !ok || src != "kth_max(2, persisted(sites))" {
+		t.Errorf("source of two: %q %v", src, ok)
+	}
+	if src, ok := c.nodes["a"].PredicateSource("majority"); !ok || src != frontier.Builtins["majority"] {
+		t.Errorf("source of majority: %q %v", src, ok)
+	}
+	if _, ok := c.nodes["a"].PredicateSource("=persisted(origin)"); ok {
+		t.Error("an inline predicate's internal name counts as named")
+	}
 	c.net.Restore("a", "c")
 	if err := c.nodes["a"].WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
 		t.Fatal(err)
