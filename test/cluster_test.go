@@ -52,6 +52,15 @@ type cluster struct {
 }
 
 func startCluster(t *testing.T, names ...string) *cluster {
+	c := genCluster(t, names...)
+	for _, s := range c.sites {
+		c.start(s.Site)
+	}
+	return c
+}
+
+// genCluster writes the sites' configs with genconfig and starts nothing.
+func genCluster(t *testing.T, names ...string) *cluster {
 	dir := t.TempDir()
 	out, err := exec.Command(filepath.Join(bin, "stabilizerd"), "genconfig", "--sites", strings.Join(names, ","), "--dir", dir, "-o", "json").Output()
 	if err != nil {
@@ -62,9 +71,6 @@ func startCluster(t *testing.T, names ...string) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.stopAll)
-	for _, s := range c.sites {
-		c.start(s.Site)
-	}
 	return c
 }
 

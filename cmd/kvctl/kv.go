@@ -89,6 +89,9 @@ func (r *remote) explain(err error) error {
 	}
 	switch st.Code() {
 	case codes.Unavailable:
+		if e := r.explainTLS(st.Message()); e != nil {
+			return e
+		}
 		if strings.Contains(st.Message(), "connection refused") || strings.Contains(st.Message(), "dial") || strings.Contains(st.Message(), "connection error") {
 			return fmt.Errorf("cannot reach a site at %s: is stabilizerd running there? (set --endpoint or STABILIZER_ENDPOINT)", r.endpoint)
 		}
@@ -98,6 +101,31 @@ func (r *remote) explain(err error) error {
 		}
 	}
 	return errors.New(st.Message())
+}
+
+// explainTLS names a TLS mismatch between kvctl and the site, which gRPC
+// reports as the site being unavailable.
+func (r *remote) explainTLS(msg string) error {
+	tlsFlags := "--cacert, --cert and --key"
+	switch {
+	case r.caFile == "" && strings.Contains(msg, "error reading server preface"):
+		return fmt.Errorf("the site at %s does not answer plaintext: it may require TLS (give %s)", r.endpoint, tlsFlags)
+	case r.caFile != "" && strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return fmt.Errorf("the site at %s does not speak TLS: drop %s, or configure tls on the site", r.endpoint, tlsFlags)
+	case r.caFile != "" && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset")):
+		// Under TLS 1.3 a server that rejects the client's certificate
+		// says so only after the handshake, often by closing the connection.
+		return fmt.Errorf("the site at %s closed the connection after the TLS handshake: "+
+			"is --cert signed by the CA the site trusts (its tls.ca)?", r.endpoint)
+	case strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:"):
+		i := strings.Index(msg, "tls:")
+		if j := strings.Index(msg, "x509:"); j >= 0 && (i < 0 || j < i) {
+			i = j
+		}
+		return fmt.Errorf("TLS with the site at %s failed: %s (check %s against the site's tls settings)",
+			r.endpoint, strings.TrimRight(msg[i:], `"`), tlsFlags)
+	}
+	return nil
 }
 
 func addRemote(root *cobra.Command, g *globals) *remote {

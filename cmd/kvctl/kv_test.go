@@ -1,0 +1,32 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// TestExplainTLS: the ways a TLS mismatch reaches kvctl, which gRPC reports
+// as Unavailable, become messages that say what to change.
+func TestExplainTLS(t *testing.T) {
+	plain := &remote{endpoint: "127.0.0.1:7000"}
+	withTLS := &remote{endpoint: "127.0.0.1:7000", caFile: "ca.pem"}
+	for _, c := range []struct {
+		r    *remote
+		msg  string
+		want string
+	}{
+		{plain, `connection error: desc = "error reading server preface: http2: frame too large"`, "may require TLS"},
+		{withTLS, `connection error: desc = "transport: authentication handshake failed: tls: first record does not look like a TLS handshake"`, "does not speak TLS"},
+		{withTLS, `connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"`, "failed: tls: failed to verify certificate: x509: certificate signed by unknown authority (check"},
+		{withTLS, `write tcp 127.0.0.1:1->127.0.0.1:7000: write: broken pipe`, "is --cert signed by the CA the site trusts"},
+		{plain, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:7000: connect: connection refused"`, "is stabilizerd running there?"},
+	} {
+		got := c.r.explain(status.Error(codes.Unavailable, c.msg)).Error()
+		if !strings.Contains(got, c.want) {
+			t.Errorf("%s\n got %s\nwant it to contain %q", c.msg, got, c.want)
+		}
+	}
+}
