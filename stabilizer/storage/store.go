@@ -341,21 +341,7 @@ func (s *Store) AppGet(ns string, key []byte) ([]byte, error) {
 // first error fn returns, which AppScan returns. key and value are valid only
 // during the call. The scan sees a consistent snapshot.
 func (s *Store) AppScan(ns string, start, end []byte, fn func(key, value []byte) error) error {
-	if err := checkName("namespace", ns); err != nil {
-		return err
-	}
-	p := appPrefix(ns)
-	upper := PrefixEnd(p)
-	if end != nil {
-		upper = appKey(ns, end)
-	}
-	if !s.enter() {
-		return ErrClosed
-	}
-	defer s.ops.Done()
-	return s.scan(appKey(ns, start), upper, func(k, v []byte) error {
-		return fn(k[len(p):], v)
-	})
+	return s.AppScanSkip(ns, start, end, func(k, v []byte) ([]byte, error) { return nil, fn(k, v) })
 }
 
 // AppScanSkip is AppScan where fn may skip ahead: when it returns a key
