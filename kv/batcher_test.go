@@ -68,9 +68,7 @@ func (b *batcher) queued() int {
 func TestClientCoalescesConcurrentWrites(t *testing.T) {
 	c := newCluster(t, sites3...)
 	cl, seen := c.serve("us-east-1")
-	for _, p := range sites3[1:] {
-		c.net.Cut("us-east-1", p)
-	}
+	c.isolate("us-east-1", true)
 	ctx := ctxT(t)
 	const n = 40
 	type result struct {
@@ -90,9 +88,7 @@ func TestClientCoalescesConcurrentWrites(t *testing.T) {
 	if _, err := cl.Put(ctx, "job/solo", []byte("x"), "none", 0); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range sites3[1:] {
-		c.net.Restore("us-east-1", p)
-	}
+	c.isolate("us-east-1", false)
 	wg.Wait()
 	seqs := map[uint64]bool{}
 	for i, r := range results {
@@ -160,9 +156,7 @@ func TestBatchedWriteFailsAlone(t *testing.T) {
 func TestQueuedWriteCanceledIsNotWritten(t *testing.T) {
 	c := newCluster(t, sites3...)
 	cl, seen := c.serve("us-east-1")
-	for _, p := range sites3[1:] {
-		c.net.Cut("us-east-1", p)
-	}
+	c.isolate("us-east-1", true)
 	ctx := ctxT(t)
 	var wg sync.WaitGroup
 	for i := range batchInFlight {
@@ -182,9 +176,7 @@ func TestQueuedWriteCanceledIsNotWritten(t *testing.T) {
 	if err := <-done; status.Code(err) != codes.Canceled {
 		t.Errorf("canceled queued write: %v", err)
 	}
-	for _, p := range sites3[1:] {
-		c.net.Restore("us-east-1", p)
-	}
+	c.isolate("us-east-1", false)
 	wg.Wait()
 	if r, err := c.stores["us-east-1"].Get(ctx, "never", ReadOptions{}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a canceled queued write was written: %+v %v", r.Version, err)

@@ -103,6 +103,19 @@ func (c *cluster) stop(site string) {
 	}
 }
 
+// isolate cuts (or restores) every link between site and the others.
+func (c *cluster) isolate(site string, cut bool) {
+	for _, p := range c.schema.Sites {
+		switch {
+		case p == site:
+		case cut:
+			c.net.Cut(site, p)
+		default:
+			c.net.Restore(site, p)
+		}
+	}
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -142,8 +155,7 @@ func TestPutAllReadEverywhere(t *testing.T) {
 func TestLocalWritesVisibleAtOnce(t *testing.T) {
 	c := newCluster(t, sites3...)
 	s := c.stores["eu-west-1"]
-	c.net.Cut("eu-west-1", "us-east-1")
-	c.net.Cut("eu-west-1", "ap-south-1")
+	c.isolate("eu-west-1", true)
 	if _, err := s.Put(ctxT(t), "k", []byte("v1"), WriteOptions{Wait: "none"}); err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +175,7 @@ func TestStableReadHidesUnstable(t *testing.T) {
 	if _, err := s.Put(ctx, "ckpt/latest", []byte("step-100"), WriteOptions{Wait: "all"}); err != nil {
 		t.Fatal(err)
 	}
-	c.net.Cut("us-east-1", "eu-west-1")
-	c.net.Cut("us-east-1", "ap-south-1")
+	c.isolate("us-east-1", true)
 	w, err := s.Put(ctx, "ckpt/latest", []byte("step-200"), WriteOptions{Wait: "local"})
 	if err != nil {
 		t.Fatal(err)
@@ -394,8 +405,7 @@ func TestLimitsAndErrors(t *testing.T) {
 			t.Errorf("got %v, want %v containing %q", err, tc.err, tc.want)
 		}
 	}
-	c.net.Cut("us-east-1", "eu-west-1")
-	c.net.Cut("us-east-1", "ap-south-1")
+	c.isolate("us-east-1", true)
 	_, err := s.Put(ctx, "k", []byte("v"), WriteOptions{Wait: "majority", Timeout: 100 * time.Millisecond})
 	var we *stabilizer.WaitError
 	if !errors.As(err, &we) || !strings.Contains(err.Error(), `waiting for "majority" on us-east-1/kv seq`) ||
