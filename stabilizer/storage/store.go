@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/hashicorp/go-hclog"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -96,10 +95,6 @@ func Open(cfg Config) (*Store, error) {
 			},
 		},
 	}
-	// Bloom filters on every level: applications look up keys that are
-	// mostly absent (a new key's current version), and without a filter
-	// every such miss reads a block of every sstable it might be in.
-	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	// Large payloads go to blob files at flush, so compactions move only
 	// references instead of rewriting them.
 	opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
