@@ -599,10 +599,10 @@ func (n *Node) maybeCompact(ctx context.Context) error {
 	n.mu.Lock()
 	applied := n.mu.applied
 	// Snapshot only once the commands since the last one add up to its
-	// size too: encoding and writing the whole state every SnapshotEntries
-	// stalled the loop for up to a second and a half once the state held tens of MB of
-	// keys, while writing as much as the state between snapshots keeps
-	// their cost proportional to what is written.
+	// size too. Encoding and writing the whole state every SnapshotEntries
+	// stalled the loop for up to a second and a half once the state held
+	// tens of MB of keys; waiting until as much has been written keeps the
+	// cost of snapshots proportional to what is written.
 	if applied < n.loop.snapIndex+n.cfg.SnapshotEntries || n.loop.logBytes < n.loop.snapBytes {
 		n.mu.Unlock()
 		return nil
