@@ -147,11 +147,9 @@ func (s *Store) Delete(ctx context.Context, key string, o WriteOptions) (WriteRe
 }
 
 func (s *Store) writeOne(ctx context.Context, op Op, o WriteOptions) (WriteResult, error) {
-	res, err := s.WriteBatch(ctx, []Op{op}, o)
-	if res[0].Err != nil {
-		return res[0].WriteResult, res[0].Err
-	}
-	return res[0].WriteResult, err
+	// WriteBatch's own error is also every failed op's: the op's says all.
+	res, _ := s.WriteBatch(ctx, []Op{op}, o)
+	return res[0].WriteResult, res[0].Err
 }
 
 // Op is one write of a batch: a put of Value, or a deletion.
