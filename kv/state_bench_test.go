@@ -5,24 +5,14 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/stabilizer/stabilizer/stabilizer/core"
-	"github.com/stabilizer/stabilizer/stabilizer/storage"
 )
 
 // benchState is a kv state holding keys job/00000.. with versions each,
 // 256-byte values (WORKLOAD.md's job records are about that size).
 func benchState(b *testing.B, keys, versions int) *state {
 	b.Helper()
-	st, err := storage.Open(storage.Config{Dir: b.TempDir(), Logger: hclog.NewNullLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = st.Close() })
-	s := &state{st: st}
-	if err := s.open(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	s, _ := openState(b, b.TempDir())
 	value := make([]byte, 256)
 	seq := uint64(0)
 	for v := range versions {

@@ -63,7 +63,7 @@ func TestApplyOrderDoesNotDecideTheWinner(t *testing.T) {
 	}
 }
 
-func openState(t *testing.T, dir string) (*state, *storage.Store) {
+func openState(t testing.TB, dir string) (*state, *storage.Store) {
 	t.Helper()
 	st, err := storage.Open(storage.Config{Dir: dir, Logger: hclog.NewNullLogger()})
 	if err != nil {
