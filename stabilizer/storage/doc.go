@@ -54,10 +54,18 @@
 // only then waits for its fsync, so building the next group overlaps the
 // current fsync and pebble still merges the syncs.
 //
+// WriteAsync is Write for a caller that pipelines: it returns once the
+// batch is applied, in order, with a Pending that says when it is durable,
+// so the caller can build and apply its next batch during the fsync. It
+// may also leave the fsync to whoever syncs next (every fsync of the WAL
+// covers all applied before it), for writes nobody is waiting for. Its
+// caller promises that nobody hears of the batch before Pending.Done.
+//
 // Reads see a batch as soon as it is applied, possibly before its Write
 // returns. ReadRange, Head and Streams report only durable messages, so an
 // origin resending from its log never sends a message that a crash could
-// take back.
+// take back; ReadApplied also reads what WriteAsync applied and no fsync
+// covers yet, for the caller that holds back what it read.
 //
 // Values of 4 KiB and more are separated into blob files when pebble flushes
 // (pebble's value separation), so compactions move references instead of

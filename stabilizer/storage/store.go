@@ -49,6 +49,13 @@ type Store struct {
 		queue []*writeReq
 		// leading is true while some Write goroutine is the commit leader.
 		leading bool
+		// order counts the groups applied, in WAL order; unsynced holds
+		// those no fsync has covered yet, oldest first.
+		order    uint64
+		unsynced []unsyncedGroup
+		// applied is durable plus what unsynced groups add: what
+		// ReadApplied may read.
+		applied map[streamID]streamState
 	}
 
 	// pending is the state as of the last group handed to pebble, ahead of
@@ -145,6 +152,7 @@ func (s *Store) recover() error {
 	if err != nil {
 		return err
 	}
+	s.mu.applied = maps.Clone(s.mu.durable)
 	s.pending.streams = maps.Clone(s.mu.durable)
 	s.pending.acks = maps.Clone(s.mu.acks)
 	return nil
@@ -251,6 +259,18 @@ func (s *Store) Streams() []StreamInfo {
 // log never sends what could be lost. It returns no messages when fromSeq is
 // beyond the head, and ErrTruncated when fromSeq has been truncated.
 func (s *Store) ReadRange(origin, stream string, fromSeq uint64, maxCount, maxBytes int) ([]Message, error) {
+	return s.readRange(origin, stream, fromSeq, maxCount, maxBytes, false)
+}
+
+// ReadApplied is ReadRange up to what is applied, durable or not: it also
+// returns messages of WriteAsync batches whose fsync has not completed. It
+// is for a caller that, like WriteAsync's, lets nobody hear of what it
+// reads before the batches it read are durable.
+func (s *Store) ReadApplied(origin, stream string, fromSeq uint64, maxCount, maxBytes int) ([]Message, error) {
+	return s.readRange(origin, stream, fromSeq, maxCount, maxBytes, true)
+}
+
+func (s *Store) readRange(origin, stream string, fromSeq uint64, maxCount, maxBytes int, applied bool) ([]Message, error) {
 	if fromSeq == 0 {
 		return nil, fmt.Errorf("storage: read %s/%s: seq 0: %w", origin, stream, ErrInvalid)
 	}
@@ -260,6 +280,9 @@ func (s *Store) ReadRange(origin, stream string, fromSeq uint64, maxCount, maxBy
 	defer s.ops.Done()
 	s.mu.Lock()
 	st := s.mu.durable[streamID{origin, stream}]
+	if applied {
+		st = s.mu.applied[streamID{origin, stream}]
+	}
 	s.mu.Unlock()
 	if fromSeq <= st.truncated {
 		return nil, fmt.Errorf("storage: read %s/%s from %d: truncated up to %d: %w",

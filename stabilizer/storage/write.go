@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,8 +24,13 @@ const (
 type writeReq struct {
 	b     *Batch
 	state atomic.Int32
-	done  chan error    // the outcome; buffered so the leader never blocks
-	lead  chan struct{} // a signal to lead the next group; buffered
+	// async: the caller wants its Pending once the batch is applied, not
+	// the outcome of its fsync; sync says whether to request one. An async
+	// request is always a group of its own.
+	async, sync bool
+	pending     *Pending
+	done        chan error    // the outcome; buffered so the leader never blocks
+	lead        chan struct{} // a signal to lead the next group; buffered
 }
 
 // Write makes b durable: when it returns nil, b survives a crash of the
@@ -51,28 +57,10 @@ func (s *Store) Write(ctx context.Context, b *Batch) error {
 		return fmt.Errorf("storage: write: %w", err)
 	}
 	req := &writeReq{b: b, done: make(chan error, 1), lead: make(chan struct{}, 1)}
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return ErrClosed
-	}
-	if err := s.mu.failed; err != nil {
-		s.mu.Unlock()
+	if err := s.queue(req); err != nil {
 		return err
 	}
-	s.ops.Add(1)
 	defer s.ops.Done()
-	s.mu.queue = append(s.mu.queue, req)
-	lead := !s.mu.leading
-	if lead {
-		s.mu.leading = true
-		req.state.Store(reqPromoted)
-	}
-	s.mu.Unlock()
-
-	if lead {
-		s.lead()
-	}
 	ctxDone := ctx.Done()
 	for {
 		select {
@@ -88,6 +76,113 @@ func (s *Store) Write(ctx context.Context, b *Batch) error {
 			ctxDone = nil
 		}
 	}
+}
+
+// WriteAsync applies b in the order of every other write, like Write, but
+// returns as soon as b is applied: readable (see ReadApplied) and ordered
+// before every later write, not yet durable. The Pending says when it is.
+// With sync, b's fsync is requested at once and Pending.Wait waits for it;
+// without, b becomes durable with the next synced write of anyone (every
+// fsync of the WAL covers all that was applied before it), or when
+// Pending.Wait asks for a sync.
+//
+// Unlike WriteNoSync it takes appends, acks and truncations: the caller
+// promises to let nobody hear of them before Pending.Done is closed. This
+// lets a caller overlap building and applying its next batch with this
+// one's fsync, and defer an fsync that nothing is waiting for.
+//
+// Validation failures (ErrSeqGap, ErrInvalid) are returned at once and b is
+// not written. After a failed commit it returns ErrFailed.
+func (s *Store) WriteAsync(b *Batch, sync bool) (*Pending, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	req := &writeReq{b: b, async: true, sync: sync, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	if err := s.queue(req); err != nil {
+		return nil, err
+	}
+	defer s.ops.Done()
+	for {
+		select {
+		case err := <-req.done:
+			return req.pending, err
+		case <-req.lead:
+			s.lead()
+		}
+	}
+}
+
+// queue adds req to the write queue and leads at once if no group is being
+// committed. On success the caller holds an op (s.ops) it must release.
+func (s *Store) queue(req *writeReq) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if err := s.mu.failed; err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.ops.Add(1)
+	s.mu.queue = append(s.mu.queue, req)
+	lead := !s.mu.leading
+	if lead {
+		s.mu.leading = true
+		req.state.Store(reqPromoted)
+	}
+	s.mu.Unlock()
+	if lead {
+		req.lead <- struct{}{}
+	}
+	return nil
+}
+
+// Pending is a batch WriteAsync applied: readable and ordered, durable once
+// Done is closed.
+type Pending struct {
+	s     *Store
+	order uint64        // the group's place in the WAL
+	pb    *pebble.Batch // the synced commit to wait for; nil without sync
+	start time.Time     // when it was applied, for the commit-duration metric
+	done  chan struct{} // closed once durable, or once the store failed
+	once  sync.Once
+	err   error // of the sync Wait asked for
+}
+
+// Done is closed once the batch is durable (or the store failed: Wait
+// says which).
+func (p *Pending) Done() <-chan struct{} { return p.done }
+
+// Wait makes the batch durable, asking for an fsync if it was applied
+// without one and no later fsync has covered it yet, and returns nil once
+// it is. It may be called more than once and from several goroutines.
+func (p *Pending) Wait() error {
+	p.once.Do(func() {
+		if p.pb != nil {
+			err := p.pb.SyncWait()
+			if err == nil {
+				err = p.pb.Close()
+			}
+			p.s.synced(p.order, err)
+			p.s.metrics.commitSeconds.Observe(time.Since(p.start).Seconds())
+			p.pb = nil
+			return
+		}
+		select {
+		case <-p.done:
+		default:
+			// An empty synced write: its fsync covers this batch.
+			p.err = p.s.Write(context.Background(), &Batch{})
+		}
+	})
+	if p.err != nil {
+		return p.err
+	}
+	<-p.done
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	return p.s.mu.failed
 }
 
 // lead commits one group. The caller's own request is first in the queue.
@@ -106,36 +201,84 @@ func (s *Store) lead() {
 	}
 
 	g := s.buildGroup(group)
+	sync := !group[0].async || group[0].sync
 	start := time.Now()
-	applyErr := s.db.ApplyNoSyncWait(g.pb, pebble.Sync)
-	// The WAL order is fixed once ApplyNoSyncWait returns, so the next group
-	// may be built and applied while this one waits for its fsync.
-	s.handoff()
-	var err error
-	if applyErr != nil {
-		err = applyErr
-		g.pb.Close()
+	order := s.applied(g)
+	var applyErr error
+	if sync {
+		applyErr = s.db.ApplyNoSyncWait(g.pb, pebble.Sync)
 	} else {
-		err = g.pb.SyncWait()
-		if err == nil {
-			err = g.pb.Close()
-		}
+		applyErr = s.db.Apply(g.pb, pebble.NoSync)
 	}
+	// The WAL order is fixed once the apply returns, so the next group may
+	// be built and applied while this one waits for its fsync.
+	s.handoff()
+	if applyErr != nil {
+		g.pb.Close()
+		s.synced(order, applyErr)
+		s.finish(group, g, start)
+		return
+	}
+	if r := group[0]; r.async {
+		s.metrics.commits.Inc()
+		s.metrics.writes.Inc()
+		r.pending = &Pending{s: s, order: order, start: start, done: g.durable}
+		if sync {
+			r.pending.pb = g.pb
+		} else {
+			g.pb.Close()
+		}
+		r.done <- g.results[0]
+		return
+	}
+	err := g.pb.SyncWait()
+	if err == nil {
+		err = g.pb.Close()
+	}
+	s.synced(order, err)
 	s.metrics.commitSeconds.Observe(time.Since(start).Seconds())
-	s.metrics.commits.Inc()
-	s.metrics.groupWrites.Observe(float64(len(group)))
+	s.finish(group, g, start)
+}
 
+// applied registers a group about to be applied to pebble: its place in the
+// WAL, and what becomes durable with it. The caller leads, so groups
+// register in the order pebble applies them.
+func (s *Store) applied(g *group) uint64 {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.order++
+	g.durable = make(chan struct{})
+	s.mu.unsynced = append(s.mu.unsynced, unsyncedGroup{order: s.mu.order, g: g})
+	for _, u := range g.streams {
+		cur := s.mu.applied[u.id]
+		cur.head = max(cur.head, u.st.head)
+		cur.truncated = max(cur.truncated, u.st.truncated)
+		s.mu.applied[u.id] = cur
+	}
+	return s.mu.order
+}
+
+// synced records the outcome of the fsync of the group at order: on
+// success every group up to it is durable (the WAL is sequential, so an
+// fsync covers all applied before it; fsyncs may return out of order, so
+// only the highest counts); on failure the store fails.
+func (s *Store) synced(order uint64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
 		if s.mu.failed == nil {
 			s.mu.failed = fmt.Errorf("%w: commit: %v", ErrFailed, err)
 			s.log.Error("commit failed; refusing further writes", "error", err)
 		}
-		err = s.mu.failed
-	} else {
-		// Groups may finish their fsync waits out of order, but a later
-		// group's fsync covers every earlier group (the WAL is sequential),
-		// so taking the maximum is right either way.
+		for _, u := range s.mu.unsynced {
+			close(u.g.durable)
+		}
+		s.mu.unsynced = nil
+		return
+	}
+	n := 0
+	for ; n < len(s.mu.unsynced) && s.mu.unsynced[n].order <= order; n++ {
+		g := s.mu.unsynced[n].g
 		for _, u := range g.streams {
 			cur := s.mu.durable[u.id]
 			cur.head = max(cur.head, u.st.head)
@@ -145,33 +288,49 @@ func (s *Store) lead() {
 		for _, u := range g.acks {
 			s.mu.acks[u.id] = max(s.mu.acks[u.id], u.seq)
 		}
+		if s.mu.failed == nil {
+			s.metrics.appendedMsgs.Add(float64(g.msgs))
+			s.metrics.appendedBytes.Add(float64(g.payloadBytes))
+		}
+		close(g.durable)
 	}
-	s.mu.Unlock()
+	s.mu.unsynced = s.mu.unsynced[n:]
+}
 
+type unsyncedGroup struct {
+	order uint64
+	g     *group
+}
+
+// finish answers the requests of a synchronous group once its fsync
+// returned.
+func (s *Store) finish(group []*writeReq, g *group, start time.Time) {
+	s.metrics.commits.Inc()
+	s.metrics.groupWrites.Observe(float64(len(group)))
+	s.mu.Lock()
+	failed := s.mu.failed
+	s.mu.Unlock()
 	for i, r := range group {
 		res := g.results[i]
 		if res == nil {
-			res = err
+			res = failed
 		}
 		if res == nil {
 			s.metrics.writes.Inc()
 		}
 		r.done <- res
 	}
-	if err == nil {
-		s.metrics.appendedMsgs.Add(float64(g.msgs))
-		s.metrics.appendedBytes.Add(float64(g.payloadBytes))
-	}
 }
 
 // takeGroupLocked removes from the queue the requests of the next group.
+// An async request is always a group of its own.
 func (s *Store) takeGroupLocked() []*writeReq {
 	var group []*writeReq
 	size := 0
 	i := 0
 	for ; i < len(s.mu.queue); i++ {
 		r := s.mu.queue[i]
-		if len(group) > 0 && (len(group) >= s.cfg.MaxGroupRequests || size+r.b.size > s.cfg.MaxGroupBytes) {
+		if len(group) > 0 && (group[0].async || r.async || len(group) >= s.cfg.MaxGroupRequests || size+r.b.size > s.cfg.MaxGroupBytes) {
 			break
 		}
 		if r.state.CompareAndSwap(reqPending, reqTaken) || r.state.CompareAndSwap(reqPromoted, reqTaken) {
@@ -217,7 +376,8 @@ type ackValue struct {
 // group is one synced pebble commit built from several Writes.
 type group struct {
 	pb           *pebble.Batch
-	results      []error // per request: validation error, or nil
+	durable      chan struct{} // closed once an fsync covers the group
+	results      []error       // per request: validation error, or nil
 	streams      []streamUpdate
 	acks         []ackValue
 	msgs         int
