@@ -243,6 +243,12 @@ func (n *Node) WaitFor(ctx context.Context, id core.StreamID, predicate string, 
 	if ch == nil {
 		return nil
 	}
+	// The advance may be in a Ready the completer holds back because no
+	// write waited for it when it was applied.
+	select {
+	case n.recheck <- struct{}{}:
+	default:
+	}
 	select {
 	case <-ch:
 		n.m.waitSeconds.WithLabelValues(predicateLabel(predicate)).Observe(time.Since(start).Seconds())

@@ -74,6 +74,13 @@ type Config struct {
 	Core core.Config
 	// Now is the physical clock for the HLC. Default time.Now.
 	Now func() time.Time
+	// SyncDelay is how long writes that nobody waits for (applied acks,
+	// stable times, clock heartbeats, frontiers no write waits on) may
+	// wait for a later fsync to carry them before they get one of their
+	// own; what they expose leaves the site only once they are durable.
+	// Writes that something waits for (entries, frontiers of waiting
+	// writes) are fsynced at once. Default DefaultSyncDelay (2ms).
+	SyncDelay time.Duration
 }
 
 // Validate reports every bad field.
@@ -97,6 +104,9 @@ func (c *Config) Validate() error {
 	if c.TickInterval < 0 {
 		errs = append(errs, fmt.Errorf("stabilizer: config: TickInterval: %v is negative", c.TickInterval))
 	}
+	if c.SyncDelay < 0 {
+		errs = append(errs, fmt.Errorf("stabilizer: config: SyncDelay: %v is negative", c.SyncDelay))
+	}
 	return errors.Join(errs...)
 }
 
@@ -112,17 +122,28 @@ type Node struct {
 
 	inputs chan func()
 	ctrl   chan func() // control-plane input, taken before data
-	// The loop hands each Ready to the writer on toWrite and gets it back
-	// on written once it is durable, sent, delivered and published; only
-	// one Ready is out at a time (the core hands out no other before
-	// Advance), and the loop keeps taking inputs meanwhile.
-	toWrite  chan *core.Ready
-	written  chan writeResult
-	inflight bool            // a Ready is with the writer; only the loop touches it
-	ctx      context.Context // canceled by Close, for the node's own calls
-	cancel   context.CancelFunc
-	stop     chan struct{}
-	done     chan struct{}
+	// The loop hands each Ready to the writer on toWrite; the writer
+	// applies it to the store (ordered, not yet durable) and says so on
+	// applied, and the loop calls Advance, so the next Ready can be built
+	// and applied while this one's fsync runs. The completer releases each
+	// Ready (messages, deliveries, frontiers) once it is durable, in order,
+	// and hands it back on completed. hurry asks the completer to end a
+	// wait for a later fsync when the loop has work but no room; recheck,
+	// to look again whether a write now waits for what it holds back.
+	toWrite   chan *core.Ready
+	applied   chan error
+	toRelease chan *job
+	completed chan *core.Ready
+	hurry     chan struct{}
+	recheck   chan struct{}
+	// Only the loop touches these: a Ready is with the writer; Readies
+	// taken and not yet completed.
+	applying    bool
+	outstanding int
+	ctx         context.Context // canceled by Close, for the node's own calls
+	cancel      context.CancelFunc
+	stop        chan struct{}
+	done        chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -156,6 +177,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.SyncDelay == 0 {
+		cfg.SyncDelay = DefaultSyncDelay
+	}
 	m, err := newMetrics(cfg.Registerer, cfg.Site)
 	if err != nil {
 		return nil, err
@@ -171,12 +195,16 @@ func New(cfg Config) (*Node, error) {
 		m:      m,
 		inputs: make(chan func(), 4096),
 		ctrl:   make(chan func(), 1024),
-		// Buffered so that neither side ever blocks on the other: at most
-		// one Ready is out.
-		toWrite: make(chan *core.Ready, 1),
-		written: make(chan writeResult, 1),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		// Buffered so that no stage ever blocks on the next: one Ready is
+		// applied at a time and at most maxOutstanding are out.
+		toWrite:   make(chan *core.Ready, 1),
+		applied:   make(chan error, 1),
+		toRelease: make(chan *job, maxOutstanding),
+		completed: make(chan *core.Ready, maxOutstanding),
+		hurry:     make(chan struct{}, 1),
+		recheck:   make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.mu.apps = map[string]*appQueue{}
@@ -249,9 +277,10 @@ func (n *Node) Start() error {
 		n.pub.setStable(s)
 	}
 	n.startApps()
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.loop()
 	go n.writer()
+	go n.completer()
 	if n.cfg.Transport != nil {
 		if err := n.cfg.Transport.Start(handler{n}); err != nil {
 			n.Close()
@@ -341,8 +370,9 @@ func (n *Node) submitTo(ctx context.Context, ch chan func(), f func()) error {
 }
 
 // loop is the one goroutine that touches the core. It never waits for the
-// disk: Readies are written by the writer goroutine while the loop keeps
-// feeding the core inputs, which go into the next Ready.
+// disk: Readies are written by the writer goroutine and released by the
+// completer while the loop keeps feeding the core inputs, which go into the
+// next Ready.
 func (n *Node) loop() {
 	defer n.wg.Done()
 	defer close(n.done)
@@ -354,10 +384,12 @@ func (n *Node) loop() {
 			return
 		case <-t.C:
 			n.core.Tick(n.cfg.Now().UnixNano())
-		case r := <-n.written:
-			if !n.finishReady(r) {
+		case err := <-n.applied:
+			if !n.appliedReady(err) {
 				return
 			}
+		case rd := <-n.completed:
+			n.completedReady(rd)
 		case f := <-n.ctrl:
 			f()
 		case f := <-n.inputs:
@@ -389,59 +421,44 @@ func (n *Node) drain() {
 	}
 }
 
-// nextReady hands the core's next Ready to the writer unless one is out.
+// nextReady hands the core's next Ready to the writer unless one is being
+// applied or too many are out.
 func (n *Node) nextReady() {
-	if n.inflight || !n.core.HasReady() {
+	if n.applying || !n.core.HasReady() {
+		return
+	}
+	if n.outstanding >= maxOutstanding {
+		select {
+		case n.hurry <- struct{}{}:
+		default:
+		}
 		return
 	}
 	rd := n.core.Ready()
-	n.inflight = true
-	n.toWrite <- &rd // never blocks: the buffer holds the one Ready out
+	n.applying = true
+	n.outstanding++
+	n.toWrite <- &rd // never blocks: one Ready is applied at a time
 }
 
-// writeResult is a Ready the writer handled, or why it could not.
-type writeResult struct {
-	rd  *core.Ready
-	err error
-}
-
-// finishReady completes a Ready on the loop once the writer is done with
-// it: it acks what no application handles and advances the core.
-func (n *Node) finishReady(r writeResult) bool {
-	n.inflight = false
-	if r.err != nil {
-		n.fail(fmt.Errorf("stabilizer: persist: %w", r.err))
+// appliedReady advances the core once the writer applied its Ready: the
+// Ready's writes are in the store, ordered before everything later, and the
+// completer releases nothing of it before they are durable.
+func (n *Node) appliedReady(err error) bool {
+	n.applying = false
+	if err != nil {
+		n.fail(fmt.Errorf("stabilizer: persist: %w", err))
 		return false
-	}
-	rd := r.rd
-	n.ackUnhandled(rd.Deliver)
-	n.m.observeReady(rd)
-	for _, err := range rd.Errors {
-		n.log.Warn("core", "error", err)
 	}
 	n.core.Advance()
 	return true
 }
 
-// writer handles each Ready in the order the core prescribes: persist (and
-// fsync when it must), then send, deliver and publish. It touches no core
-// state: the Ready's slices are its own until it hands the Ready back.
-func (n *Node) writer() {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case rd := <-n.toWrite:
-			err := n.persist(rd)
-			if err == nil {
-				for i := range rd.Messages {
-					n.send(&rd.Messages[i])
-				}
-				n.deliver(rd.Deliver)
-				n.pub.publish(rd.Frontiers, rd.StableTimes)
-			}
-			n.written <- writeResult{rd, err} // never blocks: one Ready out
-		}
+// completedReady acks what no application handles of a released Ready.
+func (n *Node) completedReady(rd *core.Ready) {
+	n.outstanding--
+	n.ackUnhandled(rd.Deliver)
+	n.m.observeReady(rd)
+	for _, err := range rd.Errors {
+		n.log.Warn("core", "error", err)
 	}
 }

@@ -70,6 +70,8 @@ type cluster struct {
 	dirs   map[string]string
 	nodes  map[string]*Node
 	apps   map[string]*recorder
+	// syncDelay, if set, is every node's Config.SyncDelay.
+	syncDelay time.Duration
 }
 
 func newCluster(t *testing.T, sites ...string) *cluster {
@@ -77,8 +79,12 @@ func newCluster(t *testing.T, sites ...string) *cluster {
 }
 
 func newClusterWith(t *testing.T, cc core.Config, sites ...string) *cluster {
+	return newClusterDelay(t, cc, 0, sites...)
+}
+
+func newClusterDelay(t *testing.T, cc core.Config, syncDelay time.Duration, sites ...string) *cluster {
 	c := &cluster{t: t, core: cc, net: NewMemNetwork(), dirs: map[string]string{}, nodes: map[string]*Node{}, apps: map[string]*recorder{},
-		schema: &frontier.Schema{Sites: sites, Groups: map[string][]string{"first": sites[:1]}}}
+		schema: &frontier.Schema{Sites: sites, Groups: map[string][]string{"first": sites[:1]}}, syncDelay: syncDelay}
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
 			n.Close()
@@ -94,7 +100,8 @@ func newClusterWith(t *testing.T, cc core.Config, sites ...string) *cluster {
 
 func (c *cluster) start(site string) {
 	n, err := New(Config{Site: site, Schema: c.schema, Dir: c.dirs[site], Transport: c.net.Transport(site),
-		Predicates: map[string]string{"two": "kth_max(2, persisted(sites))"}, Logger: testLogger(c.t, site), Core: c.core})
+		Predicates: map[string]string{"two": "kth_max(2, persisted(sites))"}, Logger: testLogger(c.t, site), Core: c.core,
+		SyncDelay: c.syncDelay})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -1,10 +1,10 @@
 package stabilizer
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stabilizer/stabilizer/stabilizer/core"
 	"github.com/stabilizer/stabilizer/stabilizer/storage"
@@ -22,13 +22,33 @@ const (
 	keyClock     = 'c' // -> hlc
 )
 
-// persist writes a Ready's writes in one batch: synced when rd.MustSync,
-// else (frontiers and stable times under Config.Core.LazyFrontiers) applied
-// without an fsync of their own; the next synced batch makes them durable.
-func (n *Node) persist(rd *core.Ready) error {
+// persist applies a Ready's writes to the store in one batch and returns
+// the job that releases the Ready once they are durable. With rd.MustSync
+// the batch goes through WriteAsync: synced at once when the Ready is
+// urgent, otherwise left for a later fsync to cover. Without (frontiers and
+// stable times under Config.Core.LazyFrontiers) it is written without an
+// fsync of its own and released without waiting for one.
+func (n *Node) persist(rd *core.Ready) (*job, error) {
+	j := &job{rd: rd}
 	if !rd.MustSync && len(rd.Frontiers) == 0 && len(rd.StableTimes) == 0 {
-		return nil
+		j.urgent = len(rd.Messages) > 0 || len(rd.Deliver) > 0
+		return j, nil
 	}
+	b := n.readyBatch(rd)
+	if !rd.MustSync {
+		j.urgent = true
+		return j, n.store.WriteNoSync(b)
+	}
+	j.urgent = n.urgent(rd)
+	j.sync = j.urgent
+	j.at = time.Now()
+	var err error
+	j.p, err = n.store.WriteAsync(b, j.sync)
+	return j, err
+}
+
+// readyBatch encodes a Ready's writes.
+func (n *Node) readyBatch(rd *core.Ready) *storage.Batch {
 	var b storage.Batch
 	levels := n.cfg.Schema.LevelNames()
 	for i := 0; i < len(rd.Entries); {
@@ -62,10 +82,7 @@ func (n *Node) persist(rd *core.Ready) error {
 	if !rd.Clock.IsZero() {
 		b.AppSet(nodeNS, []byte{keyClock}, appendHLC(nil, rd.Clock))
 	}
-	if !rd.MustSync {
-		return n.store.WriteNoSync(&b)
-	}
-	return n.store.Write(context.Background(), &b)
+	return &b
 }
 
 func frontierKey(id core.StreamID, pred string) []byte {
@@ -107,11 +124,14 @@ func fromStored(id core.StreamID, m *storage.Message) (core.Entry, error) {
 	return core.Entry{Stream: id, Seq: m.Seq, HLC: core.HLC{Wall: int64(m.HLC), Logical: uint32(l)}, Payload: m.Payload[w:]}, nil
 }
 
-// logReader lets the core read back persisted entries.
+// logReader lets the core read back persisted entries. It reads what is
+// applied, durable or not: after Advance the core may read back entries of
+// a Ready whose fsync is still running, and whatever it does with them is
+// released only after that fsync.
 type logReader struct{ st *storage.Store }
 
 func (r logReader) Entries(id core.StreamID, lo, hi uint64, maxBytes int) ([]core.Entry, error) {
-	msgs, err := r.st.ReadRange(id.Origin, id.Name, lo, int(hi-lo+1), maxBytes)
+	msgs, err := r.st.ReadApplied(id.Origin, id.Name, lo, int(hi-lo+1), maxBytes)
 	if err != nil {
 		return nil, err
 	}

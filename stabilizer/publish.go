@@ -83,6 +83,24 @@ func (p *publisher) publish(advs []core.FrontierAdvance, stable []core.StableTim
 	}
 }
 
+// awaited reports whether a waiter waits for one of the advances: a write
+// whose caller is blocked until the frontier covers it.
+func (p *publisher) awaited(advs []core.FrontierAdvance) bool {
+	if len(advs) == 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range advs {
+		for _, w := range p.waiters[fkey{a.Stream, a.Predicate}] {
+			if w.seq <= a.To {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // wait returns a channel closed once the frontier reaches seq, or nil when
 // it already has.
 func (p *publisher) wait(k fkey, seq uint64) (<-chan struct{}, *waiter) {
