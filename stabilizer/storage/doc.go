@@ -11,16 +11,25 @@
 // interleave:
 //
 //	0x01 key                               metadata
-//	0x02 name(origin) name(stream) seq     stream messages; seq is 8 bytes big-endian,
-//	                                       so a stream's messages scan in seq order
+//	0x02 name(origin) name(stream) seq     stream messages, in blocks; seq (8 bytes
+//	                                       big-endian) is that of the block's last
+//	                                       message, so a stream's blocks scan in seq order
 //	0x03 name(origin) name(stream)         stream state: head and truncation point
 //	0x04 name(origin) name(stream) level   local acks (monotone)
 //	0x05 name(namespace) key               application state
 //
 // name(x) is one length byte followed by x (names are 1..255 bytes), which
 // keeps one stream's prefix from being a prefix of another's. Values start
-// with a format byte. A message value is format, HLC (8 bytes) and payload,
-// so ReadRange returns a message byte for byte as it was appended.
+// with a format byte. The messages of one Append are stored as blocks of
+// consecutive messages, about 32 KiB of payload each: count, then each
+// message's HLC (8 bytes), length and payload, so ReadRange returns a
+// message byte for byte as it was appended. One key per block rather than
+// per message spares pebble a memtable insert and the flush and
+// compaction work per message (BenchmarkWrite: 40% less CPU per 256-byte
+// message in batches of 256). Stores written before blocks hold one
+// message per value (format, HLC, payload); both are read. Truncate
+// removes whole blocks: a block holding the truncation point stays until a
+// later truncation passes its end, with its truncated messages unreadable.
 //
 // # Usage
 //

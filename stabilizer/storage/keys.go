@@ -9,7 +9,7 @@ import (
 // never interleave and each can be scanned or range-deleted on its own.
 const (
 	prefixMeta   byte = 0x01 // metadata: prefixMeta | key
-	prefixMsg    byte = 0x02 // messages: prefixMsg | name(origin) | name(stream) | seq(8, big-endian)
+	prefixMsg    byte = 0x02 // messages: prefixMsg | name(origin) | name(stream) | seq(8, big-endian) of the value's last message
 	prefixStream byte = 0x03 // stream state: prefixStream | name(origin) | name(stream)
 	prefixAck    byte = 0x04 // local acks: prefixAck | name(origin) | name(stream) | level
 	prefixApp    byte = 0x05 // application state: prefixApp | name(namespace) | key
@@ -23,9 +23,17 @@ const MaxNameLen = 255
 // Value format versions, the first byte of every value this package encodes,
 // so that a later release can change the layout and still read old data.
 const (
-	msgFormatV1    byte = 1
+	msgFormatV1    byte = 1 // one message: format, HLC(8), payload
+	msgFormatBlock byte = 2 // consecutive messages: format, count, then per message HLC(8), len, payload
 	streamFormatV1 byte = 1
 )
+
+// blockBytes is the payload a block of messages gathers before the next
+// message starts a new block. One key per block instead of per message
+// spares pebble a memtable insert, and the flush and compaction work, per
+// message; blocks stay small enough that reading one message back decodes
+// little.
+const blockBytes = 32 << 10
 
 func checkName(what, name string) error {
 	if name == "" {
@@ -120,15 +128,92 @@ func encodeMsgValue(m Message) []byte {
 	return v
 }
 
-func decodeMsgValue(seq uint64, v []byte) (Message, error) {
-	if len(v) < 9 || v[0] != msgFormatV1 {
-		return Message{}, fmt.Errorf("storage: message %d: bad value encoding (%d bytes): %w", seq, len(v), ErrCorrupt)
+// nextBlock returns how many of msgs go into the next block: at least one,
+// and more while the block's payload stays under blockBytes.
+func nextBlock(msgs []Message) int {
+	n, size := 1, len(msgs[0].Payload)
+	for n < len(msgs) && size+len(msgs[n].Payload) <= blockBytes {
+		size += len(msgs[n].Payload)
+		n++
 	}
-	return Message{
-		Seq:     seq,
-		HLC:     binary.BigEndian.Uint64(v[1:9]),
-		Payload: append([]byte(nil), v[9:]...),
-	}, nil
+	return n
+}
+
+// blockLen is the encoded size of a block of msgs.
+func blockLen(msgs []Message) int {
+	n := 1 + uvarintLen(uint64(len(msgs)))
+	for _, m := range msgs {
+		n += 8 + uvarintLen(uint64(len(m.Payload))) + len(m.Payload)
+	}
+	return n
+}
+
+// putBlock encodes msgs as a block into v, which has blockLen(msgs) bytes.
+func putBlock(v []byte, msgs []Message) {
+	v[0] = msgFormatBlock
+	i := 1 + binary.PutUvarint(v[1:], uint64(len(msgs)))
+	for _, m := range msgs {
+		binary.BigEndian.PutUint64(v[i:], m.HLC)
+		i += 8
+		i += binary.PutUvarint(v[i:], uint64(len(m.Payload)))
+		i += copy(v[i:], m.Payload)
+	}
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
+}
+
+// decodeMsgs calls fn with each message of a value stored under the seq of
+// its last message, in order, until fn returns false. The payloads alias
+// v. Both formats are read: a store written before blocks holds one message
+// per value.
+func decodeMsgs(last uint64, v []byte, fn func(m Message) bool) error {
+	bad := func() error {
+		return fmt.Errorf("storage: messages up to %d: bad value encoding (%d bytes): %w", last, len(v), ErrCorrupt)
+	}
+	if len(v) == 0 {
+		return bad()
+	}
+	switch v[0] {
+	case msgFormatV1:
+		if len(v) < 9 {
+			return bad()
+		}
+		fn(Message{Seq: last, HLC: binary.BigEndian.Uint64(v[1:9]), Payload: v[9:]})
+		return nil
+	case msgFormatBlock:
+	default:
+		return bad()
+	}
+	count, w := binary.Uvarint(v[1:])
+	if w <= 0 || count == 0 || count > last || count > uint64(len(v)) {
+		return bad()
+	}
+	rest := v[1+w:]
+	for seq := last - count + 1; seq <= last; seq++ {
+		if len(rest) < 8 {
+			return bad()
+		}
+		hlc := binary.BigEndian.Uint64(rest)
+		n, w := binary.Uvarint(rest[8:])
+		if w <= 0 || n > uint64(len(rest)-8-w) {
+			return bad()
+		}
+		rest = rest[8+w:]
+		if !fn(Message{Seq: seq, HLC: hlc, Payload: rest[:n:n]}) {
+			return nil
+		}
+		rest = rest[n:]
+	}
+	if len(rest) != 0 {
+		return bad()
+	}
+	return nil
 }
 
 // streamState is what the store keeps per stream besides its messages.

@@ -12,6 +12,10 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(ackKey("o", "s", "applied"))
 	f.Add(encodeStreamState(streamState{head: 9, truncated: 3}))
 	f.Add(encodeMsgValue(Message{Seq: 1, HLC: 2, Payload: []byte("p")}))
+	blk := []Message{{Seq: 999, HLC: 5, Payload: []byte("ab")}, {Seq: 1000, HLC: 6}}
+	v := make([]byte, blockLen(blk))
+	putBlock(v, blk)
+	f.Add(v)
 	f.Add([]byte{prefixAck, 200})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if o, s, rest, ok := decodeStreamKey(b); ok {
@@ -23,8 +27,16 @@ func FuzzDecoders(f *testing.F) {
 		if st, ok := decodeStreamState(b); ok && !bytes.Equal(encodeStreamState(st), b) {
 			t.Fatalf("stream state %q does not round-trip", b)
 		}
-		if m, err := decodeMsgValue(1, b); err == nil && !bytes.Equal(encodeMsgValue(m), b) {
-			t.Fatalf("message value %q does not round-trip", b)
+		var msgs []Message
+		if err := decodeMsgs(1000, b, func(m Message) bool { msgs = append(msgs, m); return true }); err == nil {
+			re := encodeMsgValue(msgs[0])
+			if b[0] == msgFormatBlock {
+				re = make([]byte, blockLen(msgs))
+				putBlock(re, msgs)
+			}
+			if !bytes.Equal(re, b) || msgs[len(msgs)-1].Seq != 1000 {
+				t.Fatalf("message value %q does not round-trip: %q", b, re)
+			}
 		}
 	})
 }

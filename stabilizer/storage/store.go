@@ -295,9 +295,11 @@ func (s *Store) readRange(origin, stream string, fromSeq uint64, maxCount, maxBy
 	if maxCount > 0 && to-fromSeq >= uint64(maxCount) {
 		to = fromSeq + uint64(maxCount) - 1
 	}
+	// A value is keyed by the seq of its last message, so the first value
+	// at or after fromSeq holds fromSeq.
 	it, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: msgKey(origin, stream, fromSeq),
-		UpperBound: msgKey(origin, stream, to+1),
+		UpperBound: PrefixEnd(streamPrefix(prefixMsg, origin, stream)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storage: read %s/%s: %w", origin, stream, err)
@@ -306,30 +308,45 @@ func (s *Store) readRange(origin, stream string, fromSeq uint64, maxCount, maxBy
 	out := make([]Message, 0, min(to-fromSeq+1, 1024))
 	bytesRead := 0
 	want := fromSeq
-	for ok := it.First(); ok; ok = it.Next() {
+	var gap error
+	for ok := it.First(); ok && want <= to; ok = it.Next() {
 		k := it.Key()
-		seq := binary.BigEndian.Uint64(k[len(k)-8:])
-		if seq != want {
-			// A concurrent Truncate removed what we were about to read.
-			if want == fromSeq {
-				return nil, fmt.Errorf("storage: read %s/%s from %d: %w", origin, stream, fromSeq, ErrTruncated)
-			}
-			return nil, fmt.Errorf("storage: read %s/%s: seq %d missing: %w", origin, stream, want, ErrCorrupt)
-		}
+		last := binary.BigEndian.Uint64(k[len(k)-8:])
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return nil, fmt.Errorf("storage: read %s/%s seq %d: %w", origin, stream, seq, err)
+			return nil, fmt.Errorf("storage: read %s/%s up to seq %d: %w", origin, stream, last, err)
 		}
-		if maxBytes > 0 && len(out) > 0 && bytesRead+len(v)-9 > maxBytes {
-			break
-		}
-		m, err := decodeMsgValue(seq, v)
+		full := false
+		err = decodeMsgs(last, v, func(m Message) bool {
+			switch {
+			case m.Seq < want:
+				return true // before fromSeq, or truncated
+			case m.Seq > want:
+				gap = fmt.Errorf("storage: read %s/%s: seq %d missing: %w", origin, stream, want, ErrCorrupt)
+				if want == fromSeq {
+					// A concurrent Truncate removed what we were about to read.
+					gap = fmt.Errorf("storage: read %s/%s from %d: %w", origin, stream, fromSeq, ErrTruncated)
+				}
+				return false
+			case maxBytes > 0 && len(out) > 0 && bytesRead+len(m.Payload) > maxBytes:
+				full = true
+				return false
+			}
+			m.Payload = bytes.Clone(m.Payload)
+			bytesRead += len(m.Payload)
+			out = append(out, m)
+			want++
+			return want <= to
+		})
 		if err != nil {
 			return nil, err
 		}
-		bytesRead += len(m.Payload)
-		out = append(out, m)
-		want++
+		if gap != nil {
+			return nil, gap
+		}
+		if full {
+			break
+		}
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("storage: read %s/%s: %w", origin, stream, err)

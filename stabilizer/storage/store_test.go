@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -223,8 +224,11 @@ func TestTruncate(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir)
 	ctx := context.Background()
-	if err := s.Append(ctx, "o", "s", msgs("o", "s", 1, 20, 16)...); err != nil {
-		t.Fatal(err)
+	// Three appends, three blocks: 1-6, 7-12, 13-20.
+	for _, r := range [][2]uint64{{1, 6}, {7, 12}, {13, 20}} {
+		if err := s.Append(ctx, "o", "s", msgs("o", "s", r[0], r[1], 16)...); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Truncate(ctx, "o", "s", 12); err != nil {
 		t.Fatal(err)
@@ -240,13 +244,23 @@ func TestTruncate(t *testing.T) {
 	if err := s.Truncate(ctx, "o", "s", 5); err != nil {
 		t.Errorf("truncate below truncation point: %v", err)
 	}
-	// The keys are really gone: scan the raw message space.
+	// The blocks are really gone: scan the raw message space.
 	n := 0
 	if err := s.scan(msgKey("o", "s", 0), msgKey("o", "s", 100), func(k, v []byte) error { n++; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if n != 8 {
-		t.Errorf("%d message keys left, want 8", n)
+	if n != 1 {
+		t.Errorf("%d blocks left, want 1", n)
+	}
+	// Truncating into a block keeps the block but hides what it truncated.
+	if err := s.Truncate(ctx, "o", "s", 15); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadRange("o", "s", 15, 0, 0); !errors.Is(err, ErrTruncated) {
+		t.Errorf("read seq truncated inside a block: %v", err)
+	}
+	if got, err := s.ReadRange("o", "s", 16, 2, 0); err != nil || len(got) != 2 || got[0].Seq != 16 || got[1].Seq != 17 {
+		t.Fatalf("read inside a truncated block: %d messages, %v", len(got), err)
 	}
 	// Truncate everything; the head stays, numbering continues.
 	if err := s.Truncate(ctx, "o", "s", 20); err != nil {
@@ -660,5 +674,82 @@ func TestAppScanSkip(t *testing.T) {
 	})
 	if got := strings.Join(seen, " "); err != nil || got != "a1 b1 b2 c1" {
 		t.Errorf("scan saw %q (%v), want \"a1 b1 b2 c1\"", got, err)
+	}
+}
+
+// TestBlocks: one append of many messages is stored as blocks of about
+// blockBytes, and reads that start, stop or run out of budget inside a
+// block return exactly the messages asked for.
+func TestBlocks(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	ctx := context.Background()
+	// 100 messages of 1000 bytes: blocks of 32 or 33.
+	if err := s.Append(ctx, "o", "s", msgs("o", "s", 1, 100, 1000)...); err != nil {
+		t.Fatal(err)
+	}
+	blocks := 0
+	if err := s.scan(msgKey("o", "s", 0), msgKey("o", "s", 1000), func(k, v []byte) error { blocks++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := 100 / (blockBytes / 1000); blocks != want && blocks != want+1 {
+		t.Errorf("%d blocks, want about %d", blocks, want)
+	}
+	for _, c := range []struct {
+		from            uint64
+		count, maxBytes int
+		first, last     uint64
+	}{
+		{1, 0, 0, 1, 100},
+		{40, 0, 0, 40, 100},       // from inside a block
+		{40, 3, 0, 40, 42},        // to inside the same block
+		{30, 10, 0, 30, 39},       // across a block boundary
+		{50, 0, 2500, 50, 51},     // out of bytes inside a block
+		{100, 5, 0, 100, 100},     // the last message
+		{10, 0, 1, 10, 10},        // at least one message, whatever the budget
+		{64, 40, 10000, 64, 73},   // bytes bound before count
+		{95, 40, 100000, 95, 100}, // head bounds before count
+	} {
+		got, err := s.ReadRange("o", "s", c.from, c.count, c.maxBytes)
+		if err != nil || len(got) == 0 || got[0].Seq != c.first || got[len(got)-1].Seq != c.last || uint64(len(got)) != c.last-c.first+1 {
+			t.Errorf("ReadRange(%d, %d, %d): %d messages (%v), want %d..%d", c.from, c.count, c.maxBytes, len(got), err, c.first, c.last)
+			continue
+		}
+		for _, m := range got {
+			if m.HLC != m.Seq*1000+7 || !bytes.Equal(m.Payload, payload("o", "s", m.Seq, 1000)) {
+				t.Fatalf("message %d read back wrong", m.Seq)
+			}
+		}
+	}
+}
+
+// TestReadsMessagesOfTheOldLayout: a store written before blocks holds one
+// value per message; it reads back, and new appends continue it in blocks.
+func TestReadsMessagesOfTheOldLayout(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	old := msgs("o", "s", 1, 5, 100)
+	pb := s.db.NewBatch()
+	for _, m := range old {
+		_ = pb.Set(msgKey("o", "s", m.Seq), encodeMsgValue(m), nil)
+	}
+	_ = pb.Set(streamStateKey("o", "s"), encodeStreamState(streamState{head: 5}), nil)
+	if err := pb.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir)
+	if err := s.Append(context.Background(), "o", "s", msgs("o", "s", 6, 9, 100)...); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ReadRange("o", "s", 3, 0, 0)
+	if err != nil || len(got) != 7 {
+		t.Fatalf("read across layouts: %d messages, %v", len(got), err)
+	}
+	for i, m := range got {
+		if m.Seq != uint64(3+i) || !bytes.Equal(m.Payload, payload("o", "s", m.Seq, 100)) {
+			t.Fatalf("message %d of the read: seq %d, wrong bytes", i, m.Seq)
+		}
 	}
 }

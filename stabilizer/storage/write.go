@@ -456,15 +456,17 @@ func (s *Store) stage(b *Batch, g *group, touched map[streamID]struct{}, ackTouc
 	// (applied after them) removes them too.
 	for _, a := range b.appends {
 		prefix := streamPrefix(prefixMsg, a.origin, a.stream)
-		for _, m := range a.msgs {
-			op := g.pb.SetDeferred(len(prefix)+8, 9+len(m.Payload))
+		for rest := a.msgs; len(rest) > 0; {
+			blk := rest[:nextBlock(rest)]
+			rest = rest[len(blk):]
+			op := g.pb.SetDeferred(len(prefix)+8, blockLen(blk))
 			copy(op.Key, prefix)
-			binary.BigEndian.PutUint64(op.Key[len(prefix):], m.Seq)
-			op.Value[0] = msgFormatV1
-			binary.BigEndian.PutUint64(op.Value[1:9], m.HLC)
-			copy(op.Value[9:], m.Payload)
+			binary.BigEndian.PutUint64(op.Key[len(prefix):], blk[len(blk)-1].Seq)
+			putBlock(op.Value, blk)
 			_ = op.Finish()
-			g.payloadBytes += len(m.Payload)
+			for _, m := range blk {
+				g.payloadBytes += len(m.Payload)
+			}
 		}
 		g.msgs += len(a.msgs)
 	}
