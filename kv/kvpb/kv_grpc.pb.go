@@ -46,8 +46,9 @@ type KVClient interface {
 	// WriteBatch makes several puts and deletes, each its own version with
 	// its own seq, in one request: the site appends them together and waits
 	// once. An op fails alone when it is invalid (a bad key, a value too
-	// large); a failed wait fails every op. Ops on linearizable keys are
-	// made one by one, as Put and Delete make them.
+	// large); a failed wait fails every op its frontier had not reached.
+	// Ops on linearizable keys are made one by one, as Put and Delete make
+	// them.
 	WriteBatch(ctx context.Context, in *WriteBatchRequest, opts ...grpc.CallOption) (*WriteBatchResponse, error)
 	// Writes pipelines puts and deletes over one stream: the client sends
 	// requests without waiting for answers, and the site answers each one
@@ -206,8 +207,9 @@ type KVServer interface {
 	// WriteBatch makes several puts and deletes, each its own version with
 	// its own seq, in one request: the site appends them together and waits
 	// once. An op fails alone when it is invalid (a bad key, a value too
-	// large); a failed wait fails every op. Ops on linearizable keys are
-	// made one by one, as Put and Delete make them.
+	// large); a failed wait fails every op its frontier had not reached.
+	// Ops on linearizable keys are made one by one, as Put and Delete make
+	// them.
 	WriteBatch(context.Context, *WriteBatchRequest) (*WriteBatchResponse, error)
 	// Writes pipelines puts and deletes over one stream: the client sends
 	// requests without waiting for answers, and the site answers each one
