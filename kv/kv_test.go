@@ -18,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -27,7 +27,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 // cluster runs kv stores of several sites in this process over MemNetwork.
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	net    *stabilizer.MemNetwork
 	schema *frontier.Schema
 	dirs   map[string]string
@@ -36,7 +36,7 @@ type cluster struct {
 	mu     sync.Mutex
 }
 
-func newCluster(t *testing.T, sites ...string) *cluster {
+func newCluster(t testing.TB, sites ...string) *cluster {
 	c := &cluster{t: t, net: stabilizer.NewMemNetwork(), dirs: map[string]string{}, nodes: map[string]*stabilizer.Node{},
 		stores: map[string]*Store{}, schema: &frontier.Schema{Sites: sites}}
 	t.Cleanup(func() {
@@ -116,7 +116,7 @@ func (c *cluster) isolate(site string, cut bool) {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx

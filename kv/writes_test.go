@@ -25,7 +25,7 @@ import (
 // served is a site's store behind a gRPC server on loopback, which a test
 // can stop and start again at the same address.
 type served struct {
-	t     *testing.T
+	t     testing.TB
 	store *Store
 	lin   *Linear
 	addr  string
