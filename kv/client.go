@@ -36,6 +36,7 @@ type Client struct {
 	ctx    context.Context // ended by Close; the streams run under it
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the streams' goroutines
+	calls  sync.Pool      // *call, answered and free for another write
 
 	stream struct {
 		sync.Mutex
@@ -116,7 +117,10 @@ func (c *Client) write(ctx context.Context, key string, value []byte, del bool, 
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
-	cl := &call{done: make(chan struct{})}
+	cl, _ := c.calls.Get().(*call)
+	if cl == nil {
+		cl = &call{done: make(chan struct{}, 1)}
+	}
 	cl.req.Key, cl.req.Value, cl.req.Delete, cl.req.Wait, cl.req.TimeoutMs = key, value, del, wait, timeout.Milliseconds()
 	var w *streamWriter
 	for {
@@ -139,9 +143,13 @@ func (c *Client) write(ctx context.Context, key string, value []byte, del bool, 
 		// Answered meanwhile.
 	}
 	if cl.err != nil {
+		// The sender may still be sending it: not for reuse.
 		return nil, cl.err
 	}
 	r := cl.reply
+	// The site answered, so the call was sent, and nothing else holds it.
+	*cl = call{done: cl.done}
+	c.calls.Put(cl)
 	c.remember(r.Write)
 	if r.Code != 0 {
 		return r.Write, status.Error(codes.Code(r.Code), r.Error)

@@ -32,6 +32,7 @@ type Server struct {
 
 	draining  chan struct{} // closed by Drain
 	drainOnce sync.Once
+	answers   sync.Pool // *answer, for Writes
 }
 
 // NewServer returns the gRPC service of a store.

@@ -40,9 +40,9 @@ type streamWriter struct {
 // call is one write on a stream.
 type call struct {
 	req  kvpb.WriteRequest
-	done chan struct{} // closed once reply or err is set
+	done chan struct{} // cap 1: signaled once reply or err is set
 	// reply or err is the answer; guarded by streamWriter.mu until done is
-	// closed, then the caller's.
+	// signaled, then the caller's.
 	reply *kvpb.WriteReply
 	err   error
 	// sent: handed to the sender; abandoned: its caller gave up.
@@ -170,7 +170,7 @@ func (w *streamWriter) read(stream kvpb.KV_WritesClient) {
 		abandoned := cl != nil && cl.abandoned
 		if cl != nil && !abandoned {
 			cl.reply = r
-			close(cl.done)
+			cl.done <- struct{}{}
 		}
 		w.mu.Unlock()
 		if abandoned {
@@ -204,7 +204,7 @@ func (w *streamWriter) fail(cause error) {
 		for _, cl := range w.mu.pending {
 			if !cl.abandoned {
 				cl.err = err
-				close(cl.done)
+				cl.done <- struct{}{}
 			}
 		}
 		w.mu.pending, w.mu.queue = nil, nil

@@ -68,7 +68,7 @@ type writeStream struct {
 		sync.Mutex
 		in       []streamWrite // read, for process
 		readDone bool          // nothing more will be read
-		replies  []*kvpb.WriteReply
+		replies  []*answer
 		sendDone bool // nothing more will be queued
 		// waits holds each waiter's queue; a key is present while its
 		// waiter runs.
@@ -218,7 +218,7 @@ func (w *writeStream) appendBatch(k waitKey, writes []streamWrite) {
 	// The append is bounded by the stream; the wait by the timeout too.
 	b, _ := w.s.store.Append(w.stream.Context(), ops, WriteOptions{Wait: k.wait, Timeout: timeout(k.timeoutMs)})
 	wait := b.waits()
-	var replies []*kvpb.WriteReply
+	var replies []*answer
 	for i, sw := range writes {
 		if r := &b.Results[i]; !wait || r.Seq == 0 {
 			replies = append(replies, w.reply(sw, r.WriteResult, r.Err))
@@ -253,7 +253,7 @@ func (w *writeStream) waitAll(k waitKey) {
 		w.mu.waits[k] = q[1:]
 		w.mu.Unlock()
 		_ = wb.b.Wait(w.stream.Context())
-		replies := make([]*kvpb.WriteReply, 0, len(wb.writes))
+		replies := make([]*answer, 0, len(wb.writes))
 		for i, sw := range wb.writes {
 			if r := &wb.b.Results[i]; r.Seq != 0 {
 				replies = append(replies, w.reply(sw, r.WriteResult, r.Err))
@@ -266,37 +266,57 @@ func (w *writeStream) waitAll(k waitKey) {
 func (w *writeStream) linWrite(sw streamWrite) {
 	r := sw.req
 	res, err := w.s.linPut(w.stream.Context(), r.Key, r.Value, r.Delete, r.TimeoutMs)
-	reply := &kvpb.WriteReply{Id: r.Id, Write: res}
-	if err != nil {
-		st := status.Convert(err)
-		reply.Code, reply.Error = uint32(st.Code()), st.Message()
+	var wr WriteResult
+	if res != nil {
+		wr = WriteResult{Origin: res.Origin, Seq: res.Seq, HLC: fromPBHLC(res.Hlc)}
 	}
-	if w.s.Observe != nil {
-		w.s.Observe("write", r.Wait, time.Since(sw.read), err)
-	}
-	w.queue([]*kvpb.WriteReply{reply})
+	w.queue([]*answer{w.reply(sw, wr, err)})
+}
+
+// answer is a reply with room for its write's response: one allocation,
+// reused once sent.
+type answer struct {
+	reply kvpb.WriteReply
+	write kvpb.WriteResponse
+	hlc   kvpb.HLC
 }
 
 // reply answers one write: where it went (if anywhere) and its error as
 // Put would have returned it.
-func (w *writeStream) reply(sw streamWrite, res WriteResult, err error) *kvpb.WriteReply {
-	r := &kvpb.WriteReply{Id: sw.req.Id}
+func (w *writeStream) reply(sw streamWrite, res WriteResult, err error) *answer {
+	a, _ := w.s.answers.Get().(*answer)
+	if a == nil {
+		a = new(answer)
+	}
+	a.reply.Id = sw.req.Id
 	if res.Seq != 0 {
-		r.Write = writeResponse(res)
+		a.write.Origin, a.write.Seq = res.Origin, res.Seq
+		if !res.HLC.IsZero() {
+			a.hlc.Wall, a.hlc.Logical = res.HLC.Wall, res.HLC.Logical
+			a.write.Hlc = &a.hlc
+		}
+		a.reply.Write = &a.write
 	}
 	err = toStatus(err)
 	if err != nil {
 		st := status.Convert(err)
-		r.Code, r.Error = uint32(st.Code()), st.Message()
+		a.reply.Code, a.reply.Error = uint32(st.Code()), st.Message()
 	}
 	if w.s.Observe != nil {
 		w.s.Observe("write", sw.req.Wait, time.Since(sw.read), err)
 	}
-	return r
+	return a
+}
+
+// free returns a sent answer for reuse.
+func (w *writeStream) free(a *answer) {
+	a.reply = kvpb.WriteReply{}
+	a.write = kvpb.WriteResponse{}
+	w.s.answers.Put(a)
 }
 
 // queue hands answers to send.
-func (w *writeStream) queue(replies []*kvpb.WriteReply) {
+func (w *writeStream) queue(replies []*answer) {
 	if len(replies) == 0 {
 		return
 	}
@@ -314,18 +334,20 @@ func (w *writeStream) queue(replies []*kvpb.WriteReply) {
 func (w *writeStream) send() {
 	ctx := w.stream.Context()
 	draining := w.s.draining
-	var batch []*kvpb.WriteReply
+	var batch []*answer
 	for {
 		w.mu.Lock()
 		batch, w.mu.replies = w.mu.replies, batch[:0]
 		done := w.mu.sendDone
 		w.mu.Unlock()
-		for i, r := range batch {
-			if err := w.stream.Send(r); err != nil {
+		for i, a := range batch {
+			if err := w.stream.Send(&a.reply); err != nil {
 				// The stream is broken: its context ends, and with it
 				// every other goroutine's work.
 				return
 			}
+			// Send encoded it: it can go.
+			w.free(a)
 			batch[i] = nil
 			<-w.slots
 		}
