@@ -123,15 +123,18 @@ func (c *Client) write(ctx context.Context, key string, value []byte, del bool, 
 	}
 	cl.req.Key, cl.req.Value, cl.req.Delete, cl.req.Wait, cl.req.TimeoutMs = key, value, del, wait, timeout.Milliseconds()
 	var w *streamWriter
-	for {
+	for attempt := 1; ; attempt++ {
 		var err error
 		if w, err = c.writer(); err != nil {
 			return nil, err
 		}
 		// A stream that broke or was asked to close since writer looked
 		// refuses the write; the next call to writer replaces it.
-		if w.enqueue(cl) {
+		if err = w.enqueue(cl); err == nil {
 			break
+		}
+		if attempt == 3 {
+			return nil, err
 		}
 	}
 	select {

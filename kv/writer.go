@@ -56,13 +56,20 @@ func newStreamWriter(c *Client) *streamWriter {
 	return w
 }
 
-// enqueue gives cl an id and queues it; false if the stream takes no more
-// writes.
-func (w *streamWriter) enqueue(cl *call) bool {
+// errClosing refuses writes on a stream the site asked to close.
+var errClosing = status.Error(codes.Unavailable, "kv: write stream closing: the site is shutting down")
+
+// enqueue gives cl an id and queues it, or says why the stream takes no
+// more writes.
+func (w *streamWriter) enqueue(cl *call) error {
 	w.mu.Lock()
-	if w.mu.err != nil || w.mu.closing {
+	if err := w.mu.err; err != nil {
 		w.mu.Unlock()
-		return false
+		return err
+	}
+	if w.mu.closing {
+		w.mu.Unlock()
+		return errClosing
 	}
 	w.mu.nextID++
 	cl.req.Id = w.mu.nextID
@@ -73,7 +80,7 @@ func (w *streamWriter) enqueue(cl *call) bool {
 	if first {
 		signal(w.wake)
 	}
-	return true
+	return nil
 }
 
 // abandon is called when cl's caller gives up: a write not yet sent never

@@ -17,9 +17,6 @@ import (
 // until answers go out, and gRPC's flow control holds the client back.
 const MaxUnanswered = 4096
 
-// goAway is the reply, id 0, that asks a stream's client to close it.
-var goAway = &kvpb.WriteReply{Code: uint32(codes.Unavailable), Error: "kv: the site is shutting down: close this stream"}
-
 // Writes serves a stream of pipelined writes: it reads requests as they
 // come, appends together whatever has arrived (one batch per wait and
 // timeout), and answers each write once its batch's wait holds, with the
@@ -361,6 +358,8 @@ func (w *writeStream) send() {
 		case <-w.sendWake:
 		case <-draining:
 			draining = nil
+			// Id 0: not an answer, the request to close the stream.
+			goAway := &kvpb.WriteReply{Code: uint32(codes.Unavailable), Error: "kv: the site is shutting down: close this stream"}
 			if err := w.stream.Send(goAway); err != nil {
 				return
 			}
