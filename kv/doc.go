@@ -29,15 +29,33 @@
 //	r, err := st.Get(ctx, "jobs/7", kv.ReadOptions{Quorum: "majority"})
 //	srv := kv.NewServer(st) // the gRPC API of kvpb
 //
-// Client is the Go client; kvctl is built on it. With Client.Batching it
-// coalesces concurrent Puts and Deletes that share a wait and timeout into
-// WriteBatch requests (two requests in flight per wait; writes that find
-// both busy leave together in the next), each write keeping its own seq and
-// answer.
+//	cl, err := kv.Dial(addr) // a site's client address
+//	w, err := cl.Put(ctx, "jobs/7", rec, "majority", 10*time.Second)
+//	g, err := cl.Get(ctx, &kvpb.GetRequest{Key: "jobs/7"}) // sees the Put anywhere
+//
+// Client is the Go client; kvctl is built on it. Its Puts and Deletes are
+// pipelined on one Writes stream per Client, opened by the first write:
+// any number of goroutines write at once, each call gets its own answer as
+// soon as its wait holds, and the site appends whatever writes have arrived
+// together (one batch per wait and timeout), so a write never waits for
+// another to be answered. A call whose ctx ends returns at once (the write
+// may still be made, as a unary request in flight may be). If the stream
+// breaks, every unanswered write fails with codes.Unavailable and the next
+// write opens a new stream. With Client.Unary each write is one unary
+// request instead, as are writes over 64 KiB.
 //
 // # Concurrency
 //
 // A Store is safe for concurrent use. Apply is called by the node from one
 // goroutine; Store.mu guards the unapplied own writes and the watchers and
 // is never held across I/O.
+//
+// Server.Writes serves each stream with goroutines that end with it: the
+// handler's reads, one appends, one waiter per (wait, timeout) with writes
+// waiting, one per write of a linearizable key, and one sends, the only
+// one. It stops reading while MaxUnanswered writes are unanswered. A
+// Client's stream has two goroutines, whatever the number of writers: one
+// sends, one reads the answers; Close waits for them. Server.Drain asks
+// every stream's client to close it, so that GracefulStop does not wait
+// for clients. All the mutexes of Server and Client are leaves.
 package kv

@@ -18,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -27,7 +27,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 // cluster runs kv stores of several sites in this process over MemNetwork.
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	net    *stabilizer.MemNetwork
 	schema *frontier.Schema
 	dirs   map[string]string
@@ -36,7 +36,7 @@ type cluster struct {
 	mu     sync.Mutex
 }
 
-func newCluster(t *testing.T, sites ...string) *cluster {
+func newCluster(t testing.TB, sites ...string) *cluster {
 	c := &cluster{t: t, net: stabilizer.NewMemNetwork(), dirs: map[string]string{}, nodes: map[string]*stabilizer.Node{},
 		stores: map[string]*Store{}, schema: &frontier.Schema{Sites: sites}}
 	t.Cleanup(func() {
@@ -116,7 +116,7 @@ func (c *cluster) isolate(site string, cut bool) {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
@@ -413,4 +413,44 @@ func TestLimitsAndErrors(t *testing.T) {
 		t.Fatalf("timeout: %v", err)
 	}
 	t.Log(err)
+}
+
+// TestAppendThenWait: Append returns as soon as the writes have their
+// seqs, visible locally; a failed Wait fails each written op with the
+// error its own Put would have got, its own seq included.
+func TestAppendThenWait(t *testing.T) {
+	c := newCluster(t, sites3...)
+	ctx := ctxT(t)
+	s := c.stores["us-east-1"]
+	c.isolate("us-east-1", true)
+	b, err := s.Append(ctx, []Op{{Key: "a", Value: []byte("1")}, {Key: ""}, {Key: "b", Delete: true}}, WriteOptions{Wait: "majority", Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := b.Results
+	if r[0].Err != nil || r[2].Err != nil || r[0].Seq == 0 || r[2].Seq != r[0].Seq+1 || !errors.Is(r[1].Err, ErrBadKey) {
+		t.Fatalf("results %+v", r)
+	}
+	if got := mustGet(t, s, "a", ReadOptions{}); got.Seq != r[0].Seq {
+		t.Fatalf("a before the wait: %+v", got)
+	}
+	if err := b.Wait(ctx); err != r[0].Err {
+		t.Errorf("Wait returned %v, want the first op's error", err)
+	}
+	for _, i := range []int{0, 2} {
+		var we *stabilizer.WaitError
+		want := fmt.Sprintf(`kv: write %q: timeout after`, []string{"a", "", "b"}[i])
+		if !errors.As(r[i].Err, &we) || we.Seq != r[i].Seq || !strings.HasPrefix(r[i].Err.Error(), want) ||
+			!strings.Contains(r[i].Err.Error(), fmt.Sprintf("seq %d:", r[i].Seq)) {
+			t.Errorf("op %d: %v", i, r[i].Err)
+		}
+	}
+	if !errors.Is(r[1].Err, ErrBadKey) {
+		t.Errorf("the refused op's error changed: %v", r[1].Err)
+	}
+	// A bad predicate fails every op and writes nothing.
+	b, err = s.Append(ctx, []Op{{Key: "c", Value: []byte("1")}}, WriteOptions{Wait: "majorty"})
+	if !errors.Is(err, stabilizer.ErrUnknownPredicate) || b.Results[0].Err != err || b.Results[0].Seq != 0 {
+		t.Fatalf("bad wait: %+v %v", b.Results, err)
+	}
 }

@@ -25,12 +25,20 @@ type Server struct {
 	store *Store
 	node  *stabilizer.Node
 	lin   *Linear
-	// Observe, if set, is told each request's method, predicate and time.
+	// Observe, if set, is told each request's method, predicate and time;
+	// each write of a Writes stream counts as a request "write", timed from
+	// when it was read to its answer.
 	Observe func(method, predicate string, d time.Duration, err error)
+
+	draining  chan struct{} // closed by Drain
+	drainOnce sync.Once
+	answers   sync.Pool // *answer, for Writes
 }
 
 // NewServer returns the gRPC service of a store.
-func NewServer(s *Store) *Server { return &Server{store: s, node: s.node} }
+func NewServer(s *Store) *Server {
+	return &Server{store: s, node: s.node, draining: make(chan struct{})}
+}
 
 func timeout(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -169,35 +168,61 @@ type OpResult struct {
 // WriteBatch writes ops, each its own version with its own seq, appending
 // them together (one step of the node's loop for all) and waiting once for
 // o.Wait to cover the last. It returns one result per op, in order. An
-// invalid op fails alone. The error, when not nil, failed the ops that were
-// valid: a bad wait predicate (nothing written) or a failed wait (everything
-// valid written, and the results say where).
+// invalid op fails alone. A bad wait predicate fails every valid op and
+// writes nothing; a failed wait fails the written ops its frontier had not
+// reached, and their results still say where they were written. The error,
+// when not nil, is that of the first valid op that failed.
 func (s *Store) WriteBatch(ctx context.Context, ops []Op, o WriteOptions) ([]OpResult, error) {
-	res := make([]OpResult, len(ops))
-	wait := o.Wait
-	if wait == "" {
-		wait = s.cfg.DefaultWait
-	}
 	ctx, cancel := s.withTimeout(ctx, o.Timeout)
 	defer cancel()
-	fail := func(err error) ([]OpResult, error) {
-		for i := range res {
-			if res[i].Err == nil {
-				res[i].Err = err
-			}
+	b, err := s.Append(ctx, ops, o)
+	if err != nil {
+		return b.Results, err
+	}
+	return b.Results, b.Wait(ctx)
+}
+
+// Batch is a batch of writes that Append has made and not yet waited for.
+type Batch struct {
+	// Results holds one result per op, in order; Wait sets the Err of the
+	// ops whose wait failed.
+	Results []OpResult
+
+	s        *Store
+	ops      []Op
+	wait     string // the predicate, never ""
+	stream   core.StreamID
+	last     uint64    // the seq of the last written op; 0 if none was
+	deadline time.Time // when the wait gives up
+}
+
+// Append is WriteBatch without the wait: it checks ops, appends the valid
+// ones together and returns at once with their results; Wait waits for
+// them. The timeout, o.Timeout (or ctx's deadline, or the default), counts
+// from now. The error, when not nil, failed every valid op: a bad wait
+// predicate (nothing written) or a failed append. ctx bounds only the
+// append; pass Wait its own.
+func (s *Store) Append(ctx context.Context, ops []Op, o WriteOptions) (*Batch, error) {
+	b := &Batch{Results: make([]OpResult, len(ops)), s: s, ops: ops, wait: o.Wait, deadline: s.deadline(ctx, o.Timeout)}
+	if b.wait == "" {
+		b.wait = s.cfg.DefaultWait
+	}
+	if err := s.checkSatisfiable(ctx, b.wait); err != nil {
+		for i := range b.Results {
+			b.Results[i].Err = err
 		}
-		return res, err
+		return b, err
 	}
-	if err := s.checkSatisfiable(ctx, wait); err != nil {
-		return fail(err)
-	}
-	payloads, valid := s.encodeOps(ops, res)
+	payloads, valid := s.encodeOps(ops, b.Results)
 	if len(valid) == 0 {
-		return res, nil
+		return b, nil
 	}
 	as, err := s.node.AppendBatch(ctx, Stream, payloads)
 	if err != nil {
-		return fail(fmt.Errorf("kv: write %s: %w", describeOps(ops, valid), err))
+		for _, i := range valid {
+			b.Results[i].Err = fmt.Errorf("kv: write %q: %w", ops[i].Key, err)
+		}
+		return b, b.Results[valid[0]].Err
 	}
 	s.mu.Lock()
 	for j, i := range valid {
@@ -206,17 +231,56 @@ func (s *Store) WriteBatch(ctx context.Context, ops []Op, o WriteOptions) ([]OpR
 		if cur, ok := s.mu.pending[v.Key]; !ok || v.Newer(&cur) {
 			s.mu.pending[v.Key] = v
 		}
-		res[i].WriteResult = WriteResult{Origin: a.Stream.Origin, Seq: a.Seq, HLC: a.HLC}
+		b.Results[i].WriteResult = WriteResult{Origin: a.Stream.Origin, Seq: a.Seq, HLC: a.HLC}
 	}
 	s.mu.Unlock()
-	if wait == "none" {
-		return res, nil
-	}
 	last := as[len(as)-1]
-	if err := s.node.WaitFor(ctx, last.Stream, wait, last.Seq); err != nil {
-		return fail(fmt.Errorf("kv: write %s: %w", describeOps(ops, valid), err))
+	b.stream, b.last = last.Stream, last.Seq
+	return b, nil
+}
+
+// waits tells whether Wait has anything to wait for.
+func (b *Batch) waits() bool { return b.last != 0 && b.wait != "none" }
+
+// Wait waits once for the batch's predicate to cover its last write, until
+// the batch's deadline or the end of ctx. When the wait fails, the written
+// ops the frontier had not reached fail with the error Put would return
+// for them, and Wait returns the first; the others succeeded (frontiers
+// only grow). Call it once, from one goroutine.
+func (b *Batch) Wait(ctx context.Context) error {
+	if !b.waits() {
+		return nil
 	}
-	return res, nil
+	if d, ok := ctx.Deadline(); !ok || d.After(b.deadline) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, b.deadline)
+		defer cancel()
+	}
+	err := b.s.node.WaitFor(ctx, b.stream, b.wait, b.last)
+	if err == nil {
+		return nil
+	}
+	var we *stabilizer.WaitError
+	errors.As(err, &we)
+	var first error
+	for i := range b.Results {
+		r := &b.Results[i]
+		if r.Err != nil || r.Seq == 0 || we != nil && r.Seq <= we.Frontier {
+			continue
+		}
+		cause := err
+		if we != nil && we.Seq != r.Seq {
+			// The op's own seq, as its own wait would have said.
+			own := *we
+			own.Seq = r.Seq
+			cause = &own
+		}
+		r.Err = fmt.Errorf("kv: write %q: %w", b.ops[i].Key, cause)
+		if first == nil {
+			first = r.Err
+		}
+	}
+	return first
 }
 
 // encodeOps checks every op, sets the refused ones' errors in res, and
@@ -241,15 +305,6 @@ func (s *Store) encodeOps(ops []Op, res []OpResult) (payloads [][]byte, valid []
 	return payloads, valid
 }
 
-// describeOps names the written keys in an error: the key of a single
-// write, as before batches existed, or the first and a count.
-func describeOps(ops []Op, valid []int) string {
-	if len(valid) == 1 {
-		return strconv.Quote(ops[valid[0]].Key)
-	}
-	return fmt.Sprintf("of %d keys (%q and %d more)", len(valid), ops[valid[0]].Key, len(valid)-1)
-}
-
 func (s *Store) checkKey(key string) error {
 	switch {
 	case key == "":
@@ -260,6 +315,18 @@ func (s *Store) checkKey(key string) error {
 		return fmt.Errorf("%w: %q is not valid UTF-8", ErrBadKey, key)
 	}
 	return nil
+}
+
+// deadline is when a wait of d that starts now ends: d == 0 means ctx's
+// deadline, or the default timeout if ctx has none.
+func (s *Store) deadline(ctx context.Context, d time.Duration) time.Time {
+	if d == 0 {
+		if dl, ok := ctx.Deadline(); ok {
+			return dl
+		}
+		d = s.cfg.DefaultTimeout
+	}
+	return time.Now().Add(d)
 }
 
 func (s *Store) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

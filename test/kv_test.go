@@ -216,3 +216,28 @@ func TestConcurrentWritersConvergeAcrossProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdownWithOpenWriteStream: a client's write stream, open and idle,
+// does not hold up a site's graceful shutdown (5 s at most before it stops
+// the requests still running): the site asks the client to close it.
+func TestShutdownWithOpenWriteStream(t *testing.T) {
+	c := startCluster(t, three...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kv.Dial(c.info("us-east-1").Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Put(ctx, "jobs/1", []byte("v"), "majority", 0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.stop("us-east-1")
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("shutdown took %s with a write stream open", d)
+	}
+	if _, err := cl.Put(ctx, "jobs/2", []byte("v"), "majority", 0); err == nil {
+		t.Error("a write to a stopped site succeeded")
+	}
+}

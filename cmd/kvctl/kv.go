@@ -69,7 +69,13 @@ func (r *remote) client() (*kv.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kv.Dial(r.endpoint, opts...)
+	c, err := kv.Dial(r.endpoint, opts...)
+	if err != nil {
+		return nil, err
+	}
+	// One write per run: a stream would only add its setup.
+	c.Unary = true
+	return c, nil
 }
 
 func (r *remote) dial() (*kv.Client, context.Context, context.CancelFunc, error) {

@@ -29,14 +29,15 @@ import (
 
 // Systems, as results.json names them.
 const (
+	// sysOurs is our KV through kv.Client as shipped: each client's writes
+	// pipelined on one Writes stream.
 	sysOurs = "stabilizer"
-	// sysOursBatched is our KV with the client's coalescing of concurrent
-	// writes (kv.Client.Batching) turned on; sysOurs sends one request per
-	// write, as the peers' clients do.
-	sysOursBatched = "stabilizer-batched"
-	sysLin         = "stabilizer-lin"
-	sysEtcd        = "etcd"
-	sysNATS        = "nats-jetstream"
+	// sysOursUnary is our KV with one unary request per write
+	// (kv.Client.Unary), as the peers' clients send theirs.
+	sysOursUnary = "stabilizer-unary"
+	sysLin       = "stabilizer-lin"
+	sysEtcd      = "etcd"
+	sysNATS      = "nats-jetstream"
 )
 
 // Phases of a row.

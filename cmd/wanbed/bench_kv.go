@@ -383,7 +383,7 @@ func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []stri
 	if err != nil {
 		return err
 	}
-	dial := func(batching bool) ([]*kv.Client, error) {
+	dial := func(unary bool) ([]*kv.Client, error) {
 		var cls []*kv.Client
 		for range connsPerSite {
 			for _, s := range ss {
@@ -391,16 +391,16 @@ func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []stri
 				if err != nil {
 					return cls, err
 				}
-				cl.Batching = batching
+				cl.Unary = unary
 				cls = append(cls, cl)
 			}
 		}
 		return cls, nil
 	}
 	clients, err := dial(false)
-	batched, err2 := dial(true)
+	unary, err2 := dial(true)
 	defer func() {
-		for _, cl := range append(clients, batched...) {
+		for _, cl := range append(clients, unary...) {
 			_ = cl.Close()
 		}
 	}()
@@ -412,7 +412,7 @@ func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []stri
 		system, predicate, prefix, wait string
 		clients                         []*kv.Client
 	}
-	vs := []variant{{sysOurs, "majority", "", "majority", clients}, {sysOursBatched, "majority", "", "majority", batched}}
+	vs := []variant{{sysOurs, "majority", "", "majority", clients}, {sysOursUnary, "majority", "", "majority", unary}}
 	if o.skip["lin"] {
 		res.skipRow(phaseTput, sysLin, "linearizable", "loopback", "skipped: --skip lin")
 	} else if why := waitLinLeader(ctx, clients[0], ss[0].Site, o.progress); why != "" {
@@ -434,7 +434,7 @@ func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []stri
 			}
 		}
 	}
-	res.note("Throughput, our KV: %d stabilizerd on loopback without the WAN emulator; `majority` = majority(persisted(sites)): the write is fsynced at a majority of sites before its ack. Writers spread evenly over the sites, %d gRPC connections per site; %d-byte values; %s measured after %s of warm-up. `stabilizer`: kv.Client as shipped, one request per write, as the peers' clients send; `stabilizer-batched`: kv.Client with Batching, which coalesces concurrent writes with the same wait into WriteBatch requests (each write still gets its own seq and answer).",
+	res.note("Throughput, our KV: %d stabilizerd on loopback without the WAN emulator; `majority` = majority(persisted(sites)): the write is fsynced at a majority of sites before its ack. Writers spread evenly over the sites, %d gRPC connections per site; %d-byte values; %s measured after %s of warm-up. `stabilizer`: kv.Client as shipped, each client's writes pipelined on one Writes stream (the site appends what has arrived together; each write still gets its own seq and answer); `stabilizer-unary`: kv.Client with Unary, one unary request per write, as the peers' clients send.",
 		len(sites), connsPerSite, o.valueBytes, o.tputDuration, warm)
 	return nil
 }

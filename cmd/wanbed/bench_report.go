@@ -107,8 +107,8 @@ func (r *benchRow) label() string {
 		return r.Predicate
 	case sysLin:
 		return "our raft"
-	case sysOursBatched:
-		return r.Predicate + " (batched)"
+	case sysOursUnary:
+		return r.Predicate + " (unary)"
 	default:
 		return r.System
 	}

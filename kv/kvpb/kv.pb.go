@@ -518,6 +518,170 @@ func (x *WriteBatchResponse) GetResults() []*WriteOpResult {
 	return nil
 }
 
+// WriteRequest is one write of a Writes stream: a put of value, or a
+// deletion.
+type WriteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the client's name for the write, which its reply carries back;
+	// unique among the stream's unanswered writes, and never 0.
+	Id     uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Key    string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value  []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Delete bool   `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
+	// wait and timeout_ms are those of Put.
+	Wait          string `protobuf:"bytes,5,opt,name=wait,proto3" json:"wait,omitempty"`
+	TimeoutMs     int64  `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteRequest) Reset() {
+	*x = WriteRequest{}
+	mi := &file_kv_kvpb_kv_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteRequest) ProtoMessage() {}
+
+func (x *WriteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_kvpb_kv_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
+func (*WriteRequest) Descriptor() ([]byte, []int) {
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WriteRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *WriteRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *WriteRequest) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *WriteRequest) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
+func (x *WriteRequest) GetWait() string {
+	if x != nil {
+		return x.Wait
+	}
+	return ""
+}
+
+func (x *WriteRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// WriteReply answers one WriteRequest, or, with id 0, asks the client to
+// close the stream: the site is shutting down. It answers the writes it has
+// read before the client closes its side, then ends the stream.
+type WriteReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// write is where the write went; unset when it was refused. When its
+	// wait failed, write is set beside the error: the write was made.
+	Write *WriteResponse `protobuf:"bytes,2,opt,name=write,proto3" json:"write,omitempty"`
+	// code (a gRPC status code, 0 for OK) and error say why the write
+	// failed, as a unary Put would have said.
+	Code          uint32 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteReply) Reset() {
+	*x = WriteReply{}
+	mi := &file_kv_kvpb_kv_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteReply) ProtoMessage() {}
+
+func (x *WriteReply) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_kvpb_kv_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteReply.ProtoReflect.Descriptor instead.
+func (*WriteReply) Descriptor() ([]byte, []int) {
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WriteReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *WriteReply) GetWrite() *WriteResponse {
+	if x != nil {
+		return x.Write
+	}
+	return nil
+}
+
+func (x *WriteReply) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *WriteReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type WriteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Origin        string                 `protobuf:"bytes,1,opt,name=origin,proto3" json:"origin,omitempty"`
@@ -529,7 +693,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[8]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +705,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[8]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +718,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{8}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WriteResponse) GetOrigin() string {
@@ -594,7 +758,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[9]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +770,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[9]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +783,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{9}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetRequest) GetKey() string {
@@ -675,7 +839,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[10]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +851,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[10]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +864,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{10}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetResponse) GetVersion() *Version {
@@ -736,7 +900,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +912,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +925,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{11}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScanRequest) GetPrefix() string {
@@ -801,7 +965,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +977,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +990,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{12}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ScanResponse) GetVersions() []*Version {
@@ -847,7 +1011,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[13]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +1023,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[13]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +1036,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{13}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchRequest) GetPrefix() string {
@@ -898,7 +1062,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[14]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1074,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[14]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1087,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{14}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchEvent) GetVersion() *Version {
@@ -954,7 +1118,7 @@ type CASRequest struct {
 
 func (x *CASRequest) Reset() {
 	*x = CASRequest{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[15]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1130,7 @@ func (x *CASRequest) String() string {
 func (*CASRequest) ProtoMessage() {}
 
 func (x *CASRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[15]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1143,7 @@ func (x *CASRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CASRequest.ProtoReflect.Descriptor instead.
 func (*CASRequest) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{15}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CASRequest) GetKey() string {
@@ -1066,7 +1230,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[16]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1242,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[16]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1255,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{16}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LeaseRequest) GetOp() string {
@@ -1151,7 +1315,7 @@ type LeaseResponse struct {
 
 func (x *LeaseResponse) Reset() {
 	*x = LeaseResponse{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[17]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1327,7 @@ func (x *LeaseResponse) String() string {
 func (*LeaseResponse) ProtoMessage() {}
 
 func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[17]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1340,7 @@ func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResponse.ProtoReflect.Descriptor instead.
 func (*LeaseResponse) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{17}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LeaseResponse) GetJob() string {
@@ -1223,7 +1387,7 @@ type LocalGetRequest struct {
 
 func (x *LocalGetRequest) Reset() {
 	*x = LocalGetRequest{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[18]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1399,7 @@ func (x *LocalGetRequest) String() string {
 func (*LocalGetRequest) ProtoMessage() {}
 
 func (x *LocalGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[18]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1412,7 @@ func (x *LocalGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalGetRequest.ProtoReflect.Descriptor instead.
 func (*LocalGetRequest) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{18}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LocalGetRequest) GetKey() string {
@@ -1268,7 +1432,7 @@ type LocalGetResponse struct {
 
 func (x *LocalGetResponse) Reset() {
 	*x = LocalGetResponse{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[19]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1444,7 @@ func (x *LocalGetResponse) String() string {
 func (*LocalGetResponse) ProtoMessage() {}
 
 func (x *LocalGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[19]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1457,7 @@ func (x *LocalGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalGetResponse.ProtoReflect.Descriptor instead.
 func (*LocalGetResponse) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{19}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LocalGetResponse) GetVersion() *Version {
@@ -1320,7 +1484,7 @@ type FrontierRequest struct {
 
 func (x *FrontierRequest) Reset() {
 	*x = FrontierRequest{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[20]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1496,7 @@ func (x *FrontierRequest) String() string {
 func (*FrontierRequest) ProtoMessage() {}
 
 func (x *FrontierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[20]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1509,7 @@ func (x *FrontierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrontierRequest.ProtoReflect.Descriptor instead.
 func (*FrontierRequest) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{20}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FrontierRequest) GetOrigin() string {
@@ -1374,7 +1538,7 @@ type Frontier struct {
 
 func (x *Frontier) Reset() {
 	*x = Frontier{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[21]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1550,7 @@ func (x *Frontier) String() string {
 func (*Frontier) ProtoMessage() {}
 
 func (x *Frontier) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[21]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1563,7 @@ func (x *Frontier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Frontier.ProtoReflect.Descriptor instead.
 func (*Frontier) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{21}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Frontier) GetPredicate() string {
@@ -1440,7 +1604,7 @@ type AckRow struct {
 
 func (x *AckRow) Reset() {
 	*x = AckRow{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[22]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1616,7 @@ func (x *AckRow) String() string {
 func (*AckRow) ProtoMessage() {}
 
 func (x *AckRow) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[22]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1629,7 @@ func (x *AckRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRow.ProtoReflect.Descriptor instead.
 func (*AckRow) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{22}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AckRow) GetLevel() string {
@@ -1496,7 +1660,7 @@ type FrontierResponse struct {
 
 func (x *FrontierResponse) Reset() {
 	*x = FrontierResponse{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[23]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1672,7 @@ func (x *FrontierResponse) String() string {
 func (*FrontierResponse) ProtoMessage() {}
 
 func (x *FrontierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[23]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1685,7 @@ func (x *FrontierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrontierResponse.ProtoReflect.Descriptor instead.
 func (*FrontierResponse) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{23}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FrontierResponse) GetOrigin() string {
@@ -1574,7 +1738,7 @@ type ListPredicatesRequest struct {
 
 func (x *ListPredicatesRequest) Reset() {
 	*x = ListPredicatesRequest{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[24]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1750,7 @@ func (x *ListPredicatesRequest) String() string {
 func (*ListPredicatesRequest) ProtoMessage() {}
 
 func (x *ListPredicatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[24]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1763,7 @@ func (x *ListPredicatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPredicatesRequest.ProtoReflect.Descriptor instead.
 func (*ListPredicatesRequest) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{24}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{26}
 }
 
 type PredicateDef struct {
@@ -1613,7 +1777,7 @@ type PredicateDef struct {
 
 func (x *PredicateDef) Reset() {
 	*x = PredicateDef{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[25]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1789,7 @@ func (x *PredicateDef) String() string {
 func (*PredicateDef) ProtoMessage() {}
 
 func (x *PredicateDef) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[25]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1802,7 @@ func (x *PredicateDef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredicateDef.ProtoReflect.Descriptor instead.
 func (*PredicateDef) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{25}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PredicateDef) GetName() string {
@@ -1671,7 +1835,7 @@ type ListPredicatesResponse struct {
 
 func (x *ListPredicatesResponse) Reset() {
 	*x = ListPredicatesResponse{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[26]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1847,7 @@ func (x *ListPredicatesResponse) String() string {
 func (*ListPredicatesResponse) ProtoMessage() {}
 
 func (x *ListPredicatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[26]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1860,7 @@ func (x *ListPredicatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPredicatesResponse.ProtoReflect.Descriptor instead.
 func (*ListPredicatesResponse) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{26}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListPredicatesResponse) GetPredicates() []*PredicateDef {
@@ -1716,7 +1880,7 @@ type SetPredicateRequest struct {
 
 func (x *SetPredicateRequest) Reset() {
 	*x = SetPredicateRequest{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[27]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +1892,7 @@ func (x *SetPredicateRequest) String() string {
 func (*SetPredicateRequest) ProtoMessage() {}
 
 func (x *SetPredicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[27]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +1905,7 @@ func (x *SetPredicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPredicateRequest.ProtoReflect.Descriptor instead.
 func (*SetPredicateRequest) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{27}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetPredicateRequest) GetName() string {
@@ -1767,7 +1931,7 @@ type SetPredicateResponse struct {
 
 func (x *SetPredicateResponse) Reset() {
 	*x = SetPredicateResponse{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[28]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1943,7 @@ func (x *SetPredicateResponse) String() string {
 func (*SetPredicateResponse) ProtoMessage() {}
 
 func (x *SetPredicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[28]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1956,7 @@ func (x *SetPredicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPredicateResponse.ProtoReflect.Descriptor instead.
 func (*SetPredicateResponse) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{28}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetPredicateResponse) GetVersion() uint64 {
@@ -1810,7 +1974,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[29]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1986,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[29]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1999,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{29}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{31}
 }
 
 type PeerStatus struct {
@@ -1848,7 +2012,7 @@ type PeerStatus struct {
 
 func (x *PeerStatus) Reset() {
 	*x = PeerStatus{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[30]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2024,7 @@ func (x *PeerStatus) String() string {
 func (*PeerStatus) ProtoMessage() {}
 
 func (x *PeerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[30]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2037,7 @@ func (x *PeerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerStatus.ProtoReflect.Descriptor instead.
 func (*PeerStatus) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{30}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PeerStatus) GetSite() string {
@@ -1902,7 +2066,7 @@ type StreamSummary struct {
 
 func (x *StreamSummary) Reset() {
 	*x = StreamSummary{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[31]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2078,7 @@ func (x *StreamSummary) String() string {
 func (*StreamSummary) ProtoMessage() {}
 
 func (x *StreamSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[31]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2091,7 @@ func (x *StreamSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSummary.ProtoReflect.Descriptor instead.
 func (*StreamSummary) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{31}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StreamSummary) GetOrigin() string {
@@ -1972,7 +2136,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[32]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2148,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[32]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2161,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{32}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StatusResponse) GetSite() string {
@@ -2056,7 +2220,7 @@ type LinStatus struct {
 
 func (x *LinStatus) Reset() {
 	*x = LinStatus{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[33]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2232,7 @@ func (x *LinStatus) String() string {
 func (*LinStatus) ProtoMessage() {}
 
 func (x *LinStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[33]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2245,7 @@ func (x *LinStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinStatus.ProtoReflect.Descriptor instead.
 func (*LinStatus) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{33}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LinStatus) GetPrefix() string {
@@ -2167,7 +2331,21 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\x04code\x18\x02 \x01(\rR\x04code\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\"O\n" +
 	"\x12WriteBatchResponse\x129\n" +
-	"\aresults\x18\x01 \x03(\v2\x1f.stabilizer.kv.v1.WriteOpResultR\aresults\"b\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.stabilizer.kv.v1.WriteOpResultR\aresults\"\x91\x01\n" +
+	"\fWriteRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12\x16\n" +
+	"\x06delete\x18\x04 \x01(\bR\x06delete\x12\x12\n" +
+	"\x04wait\x18\x05 \x01(\tR\x04wait\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\"}\n" +
+	"\n" +
+	"WriteReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
+	"\x05write\x18\x02 \x01(\v2\x1f.stabilizer.kv.v1.WriteResponseR\x05write\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\rR\x04code\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"b\n" +
 	"\rWriteResponse\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12'\n" +
@@ -2300,12 +2478,13 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\x06leader\x18\x03 \x01(\tR\x06leader\x12\x12\n" +
 	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x14\n" +
 	"\x05state\x18\x05 \x01(\tR\x05state\x12\x1c\n" +
-	"\tpreferred\x18\x06 \x01(\tR\tpreferred2\xb1\x05\n" +
+	"\tpreferred\x18\x06 \x01(\tR\tpreferred2\xfd\x05\n" +
 	"\x02KV\x12D\n" +
 	"\x03Put\x12\x1c.stabilizer.kv.v1.PutRequest\x1a\x1f.stabilizer.kv.v1.WriteResponse\x12J\n" +
 	"\x06Delete\x12\x1f.stabilizer.kv.v1.DeleteRequest\x1a\x1f.stabilizer.kv.v1.WriteResponse\x12W\n" +
 	"\n" +
-	"WriteBatch\x12#.stabilizer.kv.v1.WriteBatchRequest\x1a$.stabilizer.kv.v1.WriteBatchResponse\x12B\n" +
+	"WriteBatch\x12#.stabilizer.kv.v1.WriteBatchRequest\x1a$.stabilizer.kv.v1.WriteBatchResponse\x12J\n" +
+	"\x06Writes\x12\x1e.stabilizer.kv.v1.WriteRequest\x1a\x1c.stabilizer.kv.v1.WriteReply(\x010\x01\x12B\n" +
 	"\x03Get\x12\x1c.stabilizer.kv.v1.GetRequest\x1a\x1d.stabilizer.kv.v1.GetResponse\x12E\n" +
 	"\x04Scan\x12\x1d.stabilizer.kv.v1.ScanRequest\x1a\x1e.stabilizer.kv.v1.ScanResponse\x12G\n" +
 	"\x05Watch\x12\x1e.stabilizer.kv.v1.WatchRequest\x1a\x1c.stabilizer.kv.v1.WatchEvent0\x01\x12O\n" +
@@ -2330,7 +2509,7 @@ func file_kv_kvpb_kv_proto_rawDescGZIP() []byte {
 	return file_kv_kvpb_kv_proto_rawDescData
 }
 
-var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_kv_kvpb_kv_proto_goTypes = []any{
 	(*HLC)(nil),                    // 0: stabilizer.kv.v1.HLC
 	(*Version)(nil),                // 1: stabilizer.kv.v1.Version
@@ -2340,88 +2519,93 @@ var file_kv_kvpb_kv_proto_goTypes = []any{
 	(*WriteBatchRequest)(nil),      // 5: stabilizer.kv.v1.WriteBatchRequest
 	(*WriteOpResult)(nil),          // 6: stabilizer.kv.v1.WriteOpResult
 	(*WriteBatchResponse)(nil),     // 7: stabilizer.kv.v1.WriteBatchResponse
-	(*WriteResponse)(nil),          // 8: stabilizer.kv.v1.WriteResponse
-	(*GetRequest)(nil),             // 9: stabilizer.kv.v1.GetRequest
-	(*GetResponse)(nil),            // 10: stabilizer.kv.v1.GetResponse
-	(*ScanRequest)(nil),            // 11: stabilizer.kv.v1.ScanRequest
-	(*ScanResponse)(nil),           // 12: stabilizer.kv.v1.ScanResponse
-	(*WatchRequest)(nil),           // 13: stabilizer.kv.v1.WatchRequest
-	(*WatchEvent)(nil),             // 14: stabilizer.kv.v1.WatchEvent
-	(*CASRequest)(nil),             // 15: stabilizer.kv.v1.CASRequest
-	(*LeaseRequest)(nil),           // 16: stabilizer.kv.v1.LeaseRequest
-	(*LeaseResponse)(nil),          // 17: stabilizer.kv.v1.LeaseResponse
-	(*LocalGetRequest)(nil),        // 18: stabilizer.kv.v1.LocalGetRequest
-	(*LocalGetResponse)(nil),       // 19: stabilizer.kv.v1.LocalGetResponse
-	(*FrontierRequest)(nil),        // 20: stabilizer.kv.v1.FrontierRequest
-	(*Frontier)(nil),               // 21: stabilizer.kv.v1.Frontier
-	(*AckRow)(nil),                 // 22: stabilizer.kv.v1.AckRow
-	(*FrontierResponse)(nil),       // 23: stabilizer.kv.v1.FrontierResponse
-	(*ListPredicatesRequest)(nil),  // 24: stabilizer.kv.v1.ListPredicatesRequest
-	(*PredicateDef)(nil),           // 25: stabilizer.kv.v1.PredicateDef
-	(*ListPredicatesResponse)(nil), // 26: stabilizer.kv.v1.ListPredicatesResponse
-	(*SetPredicateRequest)(nil),    // 27: stabilizer.kv.v1.SetPredicateRequest
-	(*SetPredicateResponse)(nil),   // 28: stabilizer.kv.v1.SetPredicateResponse
-	(*StatusRequest)(nil),          // 29: stabilizer.kv.v1.StatusRequest
-	(*PeerStatus)(nil),             // 30: stabilizer.kv.v1.PeerStatus
-	(*StreamSummary)(nil),          // 31: stabilizer.kv.v1.StreamSummary
-	(*StatusResponse)(nil),         // 32: stabilizer.kv.v1.StatusResponse
-	(*LinStatus)(nil),              // 33: stabilizer.kv.v1.LinStatus
-	nil,                            // 34: stabilizer.kv.v1.GetRequest.SessionEntry
-	nil,                            // 35: stabilizer.kv.v1.ScanRequest.SessionEntry
-	nil,                            // 36: stabilizer.kv.v1.StatusResponse.GroupsEntry
+	(*WriteRequest)(nil),           // 8: stabilizer.kv.v1.WriteRequest
+	(*WriteReply)(nil),             // 9: stabilizer.kv.v1.WriteReply
+	(*WriteResponse)(nil),          // 10: stabilizer.kv.v1.WriteResponse
+	(*GetRequest)(nil),             // 11: stabilizer.kv.v1.GetRequest
+	(*GetResponse)(nil),            // 12: stabilizer.kv.v1.GetResponse
+	(*ScanRequest)(nil),            // 13: stabilizer.kv.v1.ScanRequest
+	(*ScanResponse)(nil),           // 14: stabilizer.kv.v1.ScanResponse
+	(*WatchRequest)(nil),           // 15: stabilizer.kv.v1.WatchRequest
+	(*WatchEvent)(nil),             // 16: stabilizer.kv.v1.WatchEvent
+	(*CASRequest)(nil),             // 17: stabilizer.kv.v1.CASRequest
+	(*LeaseRequest)(nil),           // 18: stabilizer.kv.v1.LeaseRequest
+	(*LeaseResponse)(nil),          // 19: stabilizer.kv.v1.LeaseResponse
+	(*LocalGetRequest)(nil),        // 20: stabilizer.kv.v1.LocalGetRequest
+	(*LocalGetResponse)(nil),       // 21: stabilizer.kv.v1.LocalGetResponse
+	(*FrontierRequest)(nil),        // 22: stabilizer.kv.v1.FrontierRequest
+	(*Frontier)(nil),               // 23: stabilizer.kv.v1.Frontier
+	(*AckRow)(nil),                 // 24: stabilizer.kv.v1.AckRow
+	(*FrontierResponse)(nil),       // 25: stabilizer.kv.v1.FrontierResponse
+	(*ListPredicatesRequest)(nil),  // 26: stabilizer.kv.v1.ListPredicatesRequest
+	(*PredicateDef)(nil),           // 27: stabilizer.kv.v1.PredicateDef
+	(*ListPredicatesResponse)(nil), // 28: stabilizer.kv.v1.ListPredicatesResponse
+	(*SetPredicateRequest)(nil),    // 29: stabilizer.kv.v1.SetPredicateRequest
+	(*SetPredicateResponse)(nil),   // 30: stabilizer.kv.v1.SetPredicateResponse
+	(*StatusRequest)(nil),          // 31: stabilizer.kv.v1.StatusRequest
+	(*PeerStatus)(nil),             // 32: stabilizer.kv.v1.PeerStatus
+	(*StreamSummary)(nil),          // 33: stabilizer.kv.v1.StreamSummary
+	(*StatusResponse)(nil),         // 34: stabilizer.kv.v1.StatusResponse
+	(*LinStatus)(nil),              // 35: stabilizer.kv.v1.LinStatus
+	nil,                            // 36: stabilizer.kv.v1.GetRequest.SessionEntry
+	nil,                            // 37: stabilizer.kv.v1.ScanRequest.SessionEntry
+	nil,                            // 38: stabilizer.kv.v1.StatusResponse.GroupsEntry
 }
 var file_kv_kvpb_kv_proto_depIdxs = []int32{
 	0,  // 0: stabilizer.kv.v1.Version.hlc:type_name -> stabilizer.kv.v1.HLC
 	4,  // 1: stabilizer.kv.v1.WriteBatchRequest.ops:type_name -> stabilizer.kv.v1.WriteOp
-	8,  // 2: stabilizer.kv.v1.WriteOpResult.write:type_name -> stabilizer.kv.v1.WriteResponse
+	10, // 2: stabilizer.kv.v1.WriteOpResult.write:type_name -> stabilizer.kv.v1.WriteResponse
 	6,  // 3: stabilizer.kv.v1.WriteBatchResponse.results:type_name -> stabilizer.kv.v1.WriteOpResult
-	0,  // 4: stabilizer.kv.v1.WriteResponse.hlc:type_name -> stabilizer.kv.v1.HLC
-	34, // 5: stabilizer.kv.v1.GetRequest.session:type_name -> stabilizer.kv.v1.GetRequest.SessionEntry
-	1,  // 6: stabilizer.kv.v1.GetResponse.version:type_name -> stabilizer.kv.v1.Version
-	0,  // 7: stabilizer.kv.v1.GetResponse.snapshot:type_name -> stabilizer.kv.v1.HLC
-	35, // 8: stabilizer.kv.v1.ScanRequest.session:type_name -> stabilizer.kv.v1.ScanRequest.SessionEntry
-	1,  // 9: stabilizer.kv.v1.ScanResponse.versions:type_name -> stabilizer.kv.v1.Version
-	1,  // 10: stabilizer.kv.v1.WatchEvent.version:type_name -> stabilizer.kv.v1.Version
-	1,  // 11: stabilizer.kv.v1.LocalGetResponse.version:type_name -> stabilizer.kv.v1.Version
-	0,  // 12: stabilizer.kv.v1.Frontier.hlc:type_name -> stabilizer.kv.v1.HLC
-	22, // 13: stabilizer.kv.v1.FrontierResponse.acks:type_name -> stabilizer.kv.v1.AckRow
-	21, // 14: stabilizer.kv.v1.FrontierResponse.frontiers:type_name -> stabilizer.kv.v1.Frontier
-	25, // 15: stabilizer.kv.v1.ListPredicatesResponse.predicates:type_name -> stabilizer.kv.v1.PredicateDef
-	36, // 16: stabilizer.kv.v1.StatusResponse.groups:type_name -> stabilizer.kv.v1.StatusResponse.GroupsEntry
-	30, // 17: stabilizer.kv.v1.StatusResponse.peers:type_name -> stabilizer.kv.v1.PeerStatus
-	31, // 18: stabilizer.kv.v1.StatusResponse.streams:type_name -> stabilizer.kv.v1.StreamSummary
-	33, // 19: stabilizer.kv.v1.StatusResponse.lin:type_name -> stabilizer.kv.v1.LinStatus
-	2,  // 20: stabilizer.kv.v1.KV.Put:input_type -> stabilizer.kv.v1.PutRequest
-	3,  // 21: stabilizer.kv.v1.KV.Delete:input_type -> stabilizer.kv.v1.DeleteRequest
-	5,  // 22: stabilizer.kv.v1.KV.WriteBatch:input_type -> stabilizer.kv.v1.WriteBatchRequest
-	9,  // 23: stabilizer.kv.v1.KV.Get:input_type -> stabilizer.kv.v1.GetRequest
-	11, // 24: stabilizer.kv.v1.KV.Scan:input_type -> stabilizer.kv.v1.ScanRequest
-	13, // 25: stabilizer.kv.v1.KV.Watch:input_type -> stabilizer.kv.v1.WatchRequest
-	15, // 26: stabilizer.kv.v1.KV.CompareAndSwap:input_type -> stabilizer.kv.v1.CASRequest
-	16, // 27: stabilizer.kv.v1.KV.Lease:input_type -> stabilizer.kv.v1.LeaseRequest
-	18, // 28: stabilizer.kv.v1.KV.LocalGet:input_type -> stabilizer.kv.v1.LocalGetRequest
-	20, // 29: stabilizer.kv.v1.Admin.Frontier:input_type -> stabilizer.kv.v1.FrontierRequest
-	24, // 30: stabilizer.kv.v1.Admin.ListPredicates:input_type -> stabilizer.kv.v1.ListPredicatesRequest
-	27, // 31: stabilizer.kv.v1.Admin.SetPredicate:input_type -> stabilizer.kv.v1.SetPredicateRequest
-	29, // 32: stabilizer.kv.v1.Admin.Status:input_type -> stabilizer.kv.v1.StatusRequest
-	8,  // 33: stabilizer.kv.v1.KV.Put:output_type -> stabilizer.kv.v1.WriteResponse
-	8,  // 34: stabilizer.kv.v1.KV.Delete:output_type -> stabilizer.kv.v1.WriteResponse
-	7,  // 35: stabilizer.kv.v1.KV.WriteBatch:output_type -> stabilizer.kv.v1.WriteBatchResponse
-	10, // 36: stabilizer.kv.v1.KV.Get:output_type -> stabilizer.kv.v1.GetResponse
-	12, // 37: stabilizer.kv.v1.KV.Scan:output_type -> stabilizer.kv.v1.ScanResponse
-	14, // 38: stabilizer.kv.v1.KV.Watch:output_type -> stabilizer.kv.v1.WatchEvent
-	8,  // 39: stabilizer.kv.v1.KV.CompareAndSwap:output_type -> stabilizer.kv.v1.WriteResponse
-	17, // 40: stabilizer.kv.v1.KV.Lease:output_type -> stabilizer.kv.v1.LeaseResponse
-	19, // 41: stabilizer.kv.v1.KV.LocalGet:output_type -> stabilizer.kv.v1.LocalGetResponse
-	23, // 42: stabilizer.kv.v1.Admin.Frontier:output_type -> stabilizer.kv.v1.FrontierResponse
-	26, // 43: stabilizer.kv.v1.Admin.ListPredicates:output_type -> stabilizer.kv.v1.ListPredicatesResponse
-	28, // 44: stabilizer.kv.v1.Admin.SetPredicate:output_type -> stabilizer.kv.v1.SetPredicateResponse
-	32, // 45: stabilizer.kv.v1.Admin.Status:output_type -> stabilizer.kv.v1.StatusResponse
-	33, // [33:46] is the sub-list for method output_type
-	20, // [20:33] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	10, // 4: stabilizer.kv.v1.WriteReply.write:type_name -> stabilizer.kv.v1.WriteResponse
+	0,  // 5: stabilizer.kv.v1.WriteResponse.hlc:type_name -> stabilizer.kv.v1.HLC
+	36, // 6: stabilizer.kv.v1.GetRequest.session:type_name -> stabilizer.kv.v1.GetRequest.SessionEntry
+	1,  // 7: stabilizer.kv.v1.GetResponse.version:type_name -> stabilizer.kv.v1.Version
+	0,  // 8: stabilizer.kv.v1.GetResponse.snapshot:type_name -> stabilizer.kv.v1.HLC
+	37, // 9: stabilizer.kv.v1.ScanRequest.session:type_name -> stabilizer.kv.v1.ScanRequest.SessionEntry
+	1,  // 10: stabilizer.kv.v1.ScanResponse.versions:type_name -> stabilizer.kv.v1.Version
+	1,  // 11: stabilizer.kv.v1.WatchEvent.version:type_name -> stabilizer.kv.v1.Version
+	1,  // 12: stabilizer.kv.v1.LocalGetResponse.version:type_name -> stabilizer.kv.v1.Version
+	0,  // 13: stabilizer.kv.v1.Frontier.hlc:type_name -> stabilizer.kv.v1.HLC
+	24, // 14: stabilizer.kv.v1.FrontierResponse.acks:type_name -> stabilizer.kv.v1.AckRow
+	23, // 15: stabilizer.kv.v1.FrontierResponse.frontiers:type_name -> stabilizer.kv.v1.Frontier
+	27, // 16: stabilizer.kv.v1.ListPredicatesResponse.predicates:type_name -> stabilizer.kv.v1.PredicateDef
+	38, // 17: stabilizer.kv.v1.StatusResponse.groups:type_name -> stabilizer.kv.v1.StatusResponse.GroupsEntry
+	32, // 18: stabilizer.kv.v1.StatusResponse.peers:type_name -> stabilizer.kv.v1.PeerStatus
+	33, // 19: stabilizer.kv.v1.StatusResponse.streams:type_name -> stabilizer.kv.v1.StreamSummary
+	35, // 20: stabilizer.kv.v1.StatusResponse.lin:type_name -> stabilizer.kv.v1.LinStatus
+	2,  // 21: stabilizer.kv.v1.KV.Put:input_type -> stabilizer.kv.v1.PutRequest
+	3,  // 22: stabilizer.kv.v1.KV.Delete:input_type -> stabilizer.kv.v1.DeleteRequest
+	5,  // 23: stabilizer.kv.v1.KV.WriteBatch:input_type -> stabilizer.kv.v1.WriteBatchRequest
+	8,  // 24: stabilizer.kv.v1.KV.Writes:input_type -> stabilizer.kv.v1.WriteRequest
+	11, // 25: stabilizer.kv.v1.KV.Get:input_type -> stabilizer.kv.v1.GetRequest
+	13, // 26: stabilizer.kv.v1.KV.Scan:input_type -> stabilizer.kv.v1.ScanRequest
+	15, // 27: stabilizer.kv.v1.KV.Watch:input_type -> stabilizer.kv.v1.WatchRequest
+	17, // 28: stabilizer.kv.v1.KV.CompareAndSwap:input_type -> stabilizer.kv.v1.CASRequest
+	18, // 29: stabilizer.kv.v1.KV.Lease:input_type -> stabilizer.kv.v1.LeaseRequest
+	20, // 30: stabilizer.kv.v1.KV.LocalGet:input_type -> stabilizer.kv.v1.LocalGetRequest
+	22, // 31: stabilizer.kv.v1.Admin.Frontier:input_type -> stabilizer.kv.v1.FrontierRequest
+	26, // 32: stabilizer.kv.v1.Admin.ListPredicates:input_type -> stabilizer.kv.v1.ListPredicatesRequest
+	29, // 33: stabilizer.kv.v1.Admin.SetPredicate:input_type -> stabilizer.kv.v1.SetPredicateRequest
+	31, // 34: stabilizer.kv.v1.Admin.Status:input_type -> stabilizer.kv.v1.StatusRequest
+	10, // 35: stabilizer.kv.v1.KV.Put:output_type -> stabilizer.kv.v1.WriteResponse
+	10, // 36: stabilizer.kv.v1.KV.Delete:output_type -> stabilizer.kv.v1.WriteResponse
+	7,  // 37: stabilizer.kv.v1.KV.WriteBatch:output_type -> stabilizer.kv.v1.WriteBatchResponse
+	9,  // 38: stabilizer.kv.v1.KV.Writes:output_type -> stabilizer.kv.v1.WriteReply
+	12, // 39: stabilizer.kv.v1.KV.Get:output_type -> stabilizer.kv.v1.GetResponse
+	14, // 40: stabilizer.kv.v1.KV.Scan:output_type -> stabilizer.kv.v1.ScanResponse
+	16, // 41: stabilizer.kv.v1.KV.Watch:output_type -> stabilizer.kv.v1.WatchEvent
+	10, // 42: stabilizer.kv.v1.KV.CompareAndSwap:output_type -> stabilizer.kv.v1.WriteResponse
+	19, // 43: stabilizer.kv.v1.KV.Lease:output_type -> stabilizer.kv.v1.LeaseResponse
+	21, // 44: stabilizer.kv.v1.KV.LocalGet:output_type -> stabilizer.kv.v1.LocalGetResponse
+	25, // 45: stabilizer.kv.v1.Admin.Frontier:output_type -> stabilizer.kv.v1.FrontierResponse
+	28, // 46: stabilizer.kv.v1.Admin.ListPredicates:output_type -> stabilizer.kv.v1.ListPredicatesResponse
+	30, // 47: stabilizer.kv.v1.Admin.SetPredicate:output_type -> stabilizer.kv.v1.SetPredicateResponse
+	34, // 48: stabilizer.kv.v1.Admin.Status:output_type -> stabilizer.kv.v1.StatusResponse
+	35, // [35:49] is the sub-list for method output_type
+	21, // [21:35] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_kv_kvpb_kv_proto_init() }
@@ -2435,7 +2619,7 @@ func file_kv_kvpb_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_kvpb_kv_proto_rawDesc), len(file_kv_kvpb_kv_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

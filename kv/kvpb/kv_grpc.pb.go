@@ -26,6 +26,7 @@ const (
 	KV_Put_FullMethodName            = "/stabilizer.kv.v1.KV/Put"
 	KV_Delete_FullMethodName         = "/stabilizer.kv.v1.KV/Delete"
 	KV_WriteBatch_FullMethodName     = "/stabilizer.kv.v1.KV/WriteBatch"
+	KV_Writes_FullMethodName         = "/stabilizer.kv.v1.KV/Writes"
 	KV_Get_FullMethodName            = "/stabilizer.kv.v1.KV/Get"
 	KV_Scan_FullMethodName           = "/stabilizer.kv.v1.KV/Scan"
 	KV_Watch_FullMethodName          = "/stabilizer.kv.v1.KV/Watch"
@@ -45,9 +46,19 @@ type KVClient interface {
 	// WriteBatch makes several puts and deletes, each its own version with
 	// its own seq, in one request: the site appends them together and waits
 	// once. An op fails alone when it is invalid (a bad key, a value too
-	// large); a failed wait fails every op. Ops on linearizable keys are
-	// made one by one, as Put and Delete make them.
+	// large); a failed wait fails every op its frontier had not reached.
+	// Ops on linearizable keys are made one by one, as Put and Delete make
+	// them.
 	WriteBatch(ctx context.Context, in *WriteBatchRequest, opts ...grpc.CallOption) (*WriteBatchResponse, error)
+	// Writes pipelines puts and deletes over one stream: the client sends
+	// requests without waiting for answers, and the site answers each one
+	// alone, by its id, as soon as its wait holds (so not necessarily in
+	// order). The site appends whatever requests have arrived together, one
+	// batch per wait and timeout, and waits once for each batch. An invalid
+	// write fails alone with the code and message Put would return. Writes
+	// of linearizable keys are made one by one, as Put makes them. The site
+	// stops reading while 4096 of a stream's writes are unanswered.
+	Writes(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WriteRequest, WriteReply], error)
 	// Get reads a key: latest local state, stable under a predicate, from a
 	// quorum of sites, or from a consistent snapshot.
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
@@ -103,6 +114,19 @@ func (c *kVClient) WriteBatch(ctx context.Context, in *WriteBatchRequest, opts .
 	return out, nil
 }
 
+func (c *kVClient) Writes(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WriteRequest, WriteReply], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &KV_ServiceDesc.Streams[0], KV_Writes_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WriteRequest, WriteReply]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KV_WritesClient = grpc.BidiStreamingClient[WriteRequest, WriteReply]
+
 func (c *kVClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetResponse)
@@ -125,7 +149,7 @@ func (c *kVClient) Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallO
 
 func (c *kVClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &KV_ServiceDesc.Streams[0], KV_Watch_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &KV_ServiceDesc.Streams[1], KV_Watch_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -183,9 +207,19 @@ type KVServer interface {
 	// WriteBatch makes several puts and deletes, each its own version with
 	// its own seq, in one request: the site appends them together and waits
 	// once. An op fails alone when it is invalid (a bad key, a value too
-	// large); a failed wait fails every op. Ops on linearizable keys are
-	// made one by one, as Put and Delete make them.
+	// large); a failed wait fails every op its frontier had not reached.
+	// Ops on linearizable keys are made one by one, as Put and Delete make
+	// them.
 	WriteBatch(context.Context, *WriteBatchRequest) (*WriteBatchResponse, error)
+	// Writes pipelines puts and deletes over one stream: the client sends
+	// requests without waiting for answers, and the site answers each one
+	// alone, by its id, as soon as its wait holds (so not necessarily in
+	// order). The site appends whatever requests have arrived together, one
+	// batch per wait and timeout, and waits once for each batch. An invalid
+	// write fails alone with the code and message Put would return. Writes
+	// of linearizable keys are made one by one, as Put makes them. The site
+	// stops reading while 4096 of a stream's writes are unanswered.
+	Writes(grpc.BidiStreamingServer[WriteRequest, WriteReply]) error
 	// Get reads a key: latest local state, stable under a predicate, from a
 	// quorum of sites, or from a consistent snapshot.
 	Get(context.Context, *GetRequest) (*GetResponse, error)
@@ -219,6 +253,9 @@ func (UnimplementedKVServer) Delete(context.Context, *DeleteRequest) (*WriteResp
 }
 func (UnimplementedKVServer) WriteBatch(context.Context, *WriteBatchRequest) (*WriteBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WriteBatch not implemented")
+}
+func (UnimplementedKVServer) Writes(grpc.BidiStreamingServer[WriteRequest, WriteReply]) error {
+	return status.Error(codes.Unimplemented, "method Writes not implemented")
 }
 func (UnimplementedKVServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
@@ -312,6 +349,13 @@ func _KV_WriteBatch_Handler(srv interface{}, ctx context.Context, dec func(inter
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _KV_Writes_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(KVServer).Writes(&grpc.GenericServerStream[WriteRequest, WriteReply]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KV_WritesServer = grpc.BidiStreamingServer[WriteRequest, WriteReply]
 
 func _KV_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetRequest)
@@ -455,6 +499,12 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Writes",
+			Handler:       _KV_Writes_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "Watch",
 			Handler:       _KV_Watch_Handler,

@@ -37,6 +37,7 @@ type Site struct {
 	node    *stabilizer.Node
 	store   *kv.Store
 	grpc    *grpc.Server
+	api     *kv.Server
 	http    *http.Server
 	peers   []*kv.Client
 	linear  *kv.Linear
@@ -159,6 +160,7 @@ func (s *Site) serveGRPC(l net.Listener, tlsCfg *tls.Config) {
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 20)}, []string{"method", "predicate", "outcome"})
 	s.reg.MustRegister(reqs)
 	srv := kv.NewServer(s.store)
+	s.api = srv
 	srv.Observe = func(method, pred string, d time.Duration, err error) {
 		outcome := "ok"
 		if err != nil {
@@ -259,6 +261,9 @@ func (s *Site) Shutdown(ctx context.Context) error {
 	var errs []error
 	done := make(chan struct{})
 	go func() {
+		// Clients keep their write streams open: ask them to close them,
+		// or GracefulStop would wait for them until ctx ends.
+		s.api.Drain()
 		s.grpc.GracefulStop()
 		close(done)
 	}()
