@@ -18,6 +18,7 @@ const (
 	DefaultHeartbeatInterval = 10
 	DefaultFullAckInterval   = 100
 	DefaultResendTicks       = 50
+	DefaultClockReserve      = int64(100e6) // 100ms in nanoseconds
 	// MaxStreamName bounds stream names, which travel in every entry.
 	MaxStreamName = 200
 )
@@ -66,6 +67,12 @@ type Config struct {
 	// HeartbeatInterval is the number of ticks between clock heartbeats
 	// (Acks carrying Clock and Heads) to every peer. Default 10.
 	HeartbeatInterval int
+	// ClockReserve is how far ahead of a heartbeat's time, in HLC wall
+	// nanoseconds, the clock reservation it persists reaches (Ready.Clock):
+	// heartbeats below it need no fsync. After a restart the site's clock
+	// starts at the reservation, up to ClockReserve ahead of physical time,
+	// until physical time catches up. Default 100ms.
+	ClockReserve int64
 	// FullAckInterval is the number of ticks between Acks carrying the whole
 	// row, which repairs any lost delta. Default 100.
 	FullAckInterval int
@@ -114,6 +121,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("core: config: %s: %d is negative", name, v))
 		}
 	}
+	if c.ClockReserve < 0 {
+		errs = append(errs, fmt.Errorf("core: config: clock_reserve: %d is negative", c.ClockReserve))
+	}
 	for name := range c.Predicates {
 		if _, ok := frontier.Builtins[name]; ok {
 			errs = append(errs, fmt.Errorf("core: config: predicates.%s: %w", name, ErrBuiltinPredicate))
@@ -138,6 +148,9 @@ func (c Config) withDefaults() Config {
 	def(&c.HeartbeatInterval, DefaultHeartbeatInterval)
 	def(&c.FullAckInterval, DefaultFullAckInterval)
 	def(&c.ResendTicks, DefaultResendTicks)
+	if c.ClockReserve == 0 {
+		c.ClockReserve = DefaultClockReserve
+	}
 	if c.Rand == nil {
 		var seed uint64
 		for _, b := range []byte(c.Site) {

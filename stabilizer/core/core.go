@@ -60,6 +60,10 @@ type Core struct {
 	awaiting   bool
 	readyClock HLC
 	readyHeads []uint64 // per own stream, heads at readyClock
+
+	// reserved is the latest Ready.Clock: no heartbeat exposes a time above
+	// it, and a restart issues timestamps above it.
+	reserved HLC
 }
 
 type cellRef struct {
@@ -232,6 +236,7 @@ func (c *Core) restore(st State) error {
 		c.stable[t.Predicate] = t.Time
 	}
 	c.clock = maxHLC(c.clock, st.Clock)
+	c.reserved = st.Clock
 	// Every message this site ever stamped is at or below the restored
 	// clock, and every one to come is above it: the clock and today's heads
 	// form a valid heartbeat.

@@ -60,7 +60,7 @@ func TestHeartbeatBoundsStableTime(t *testing.T) {
 	schema := &frontier.Schema{Sites: []string{"a"}}
 	st := newStore()
 	a, err := core.New(core.Config{
-		Site: "a", Schema: schema, Storage: st, HeartbeatInterval: 5,
+		Site: "a", Schema: schema, Storage: st, HeartbeatInterval: 5, ClockReserve: 1,
 		Predicates: map[string]string{"applied": "min(applied(sites))"},
 	}, core.State{})
 	if err != nil {

@@ -32,8 +32,8 @@ type Ready struct {
 	// StableTimes that advanced: store the latest per predicate and
 	// publish. State.StableTimes.
 	StableTimes []StableTime
-	// Clock, when non-zero, is a timestamp heartbeats below expose: store
-	// it. State.Clock.
+	// Clock, when non-zero, bounds every timestamp heartbeats expose until
+	// the next one: store it. State.Clock.
 	Clock HLC
 	// Messages to peers.
 	Messages []Message
@@ -132,13 +132,18 @@ func (c *Core) Ready() Ready {
 	c.evalFrontiers(&rd)
 	c.evalStableTimes(&rd)
 
-	// 3. Clock heartbeat: a fresh timestamp persisted with this Ready, so
-	// that no restart can issue a timestamp at or below it.
+	// 3. Clock heartbeat: a fresh timestamp. No restart may issue a
+	// timestamp at or below one a heartbeat exposed, so the clock persists
+	// a reservation ClockReserve ahead whenever a heartbeat would pass the
+	// last one: one fsync per ClockReserve instead of one per heartbeat.
 	hb := c.tick >= c.nextHB
 	if hb {
 		c.nextHB = c.tick + uint64(c.cfg.HeartbeatInterval)
 		c.readyClock = c.now()
-		rd.Clock = c.readyClock
+		if c.reserved.Less(c.readyClock) {
+			c.reserved = HLC{Wall: c.readyClock.Wall + c.cfg.ClockReserve}
+			rd.Clock = c.reserved
+		}
 		c.readyHeads = c.readyHeads[:0]
 		for _, s := range c.own {
 			c.readyHeads = append(c.readyHeads, s.head)

@@ -314,6 +314,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 		MaxUnapplied:      pick(3, 10, 1000),
 		AckInterval:       pick(1, 2, 3),
 		HeartbeatInterval: pick(3, 10),
+		ClockReserve:      int64(pick(1, 5e6, 100e6)),
 		FullAckInterval:   pick(20, 50),
 		ResendTicks:       pick(15, 40),
 		LazyFrontiers:     rng.IntN(2) == 0,
