@@ -42,7 +42,7 @@
 //     strictly in order: sends its messages, queues its deliveries and
 //     publishes its frontiers, then returns it to the loop, which acks
 //     unhandled streams. Nothing of a Ready leaves the site before its
-//     fsync. At most four Readies are out at a time;
+//     fsync. At most three Readies wait for fsyncs of their own at a time;
 //   - one goroutine per registered Applier, which applies its queue and
 //     reports Applied through the loop.
 //
@@ -60,7 +60,7 @@
 // messages, deliveries, or a frontier advance a WaitFor is blocked on. The rest (applied acks, stable times,
 // clock heartbeats, frontiers nobody waits for) is written at once but
 // released only when a later fsync covers it, or after Config.SyncDelay
-// (default 2ms), or as soon as a write starts waiting for one of its
+// (default 10ms), or as soon as a write starts waiting for one of its
 // frontiers. Under load nearly every Ready has entries, so this costs
 // nothing; at light load it removes most fsyncs that are not on a write's
 // path, and with them the queueing of the ones that are.

@@ -8,14 +8,25 @@ import (
 	"github.com/stabilizer/stabilizer/stabilizer/storage"
 )
 
-// maxOutstanding bounds the Readies taken from the core and not yet
-// released: one being fsynced and a few applied behind it, so that the next
-// fsync covers them all. More would only cut the Readies smaller.
-const maxOutstanding = 4
+// Bounds on the Readies taken from the core and not yet released. Of those
+// that asked for an fsync, one is being fsynced and a couple are applied
+// behind it, for the next fsync to cover: more would only cut the Readies
+// smaller. Those that wait for a later fsync may gather longer, so that an
+// idle site's stable times and heartbeats share one fsync per SyncDelay.
+const (
+	maxSyncing     = 3
+	maxOutstanding = 64
+)
 
 // DefaultSyncDelay is how long durable state that nobody waits for may wait
 // for a later fsync to carry it before it gets one of its own.
-const DefaultSyncDelay = 2 * time.Millisecond
+const DefaultSyncDelay = 10 * time.Millisecond
+
+// applied is the writer's word to the loop on a Ready it applied.
+type applied struct {
+	err  error
+	sync bool // it waits for its own fsync
+}
 
 // job is a Ready the writer applied to the store, on its way to release.
 type job struct {
@@ -56,7 +67,7 @@ func (n *Node) writer() {
 			return
 		case rd := <-n.toWrite:
 			j, err := n.persist(rd)
-			n.applied <- err // never blocks: one Ready is applied at a time
+			n.applied <- applied{err, j.sync} // never blocks: one Ready is applied at a time
 			if err != nil {
 				return
 			}
@@ -81,7 +92,7 @@ func (n *Node) completer() {
 	timer.Stop()
 	for {
 		for len(q) > 0 && q[0].durable() {
-			n.release(q[0].rd)
+			n.release(q[0])
 			q[0] = nil
 			q = q[1:]
 		}
@@ -156,13 +167,14 @@ func (n *Node) waitDurable(p *storage.Pending) bool {
 
 // release hands a durable Ready's effects out, in the order Ready
 // prescribes, and returns it to the loop.
-func (n *Node) release(rd *core.Ready) {
+func (n *Node) release(j *job) {
+	rd := j.rd
 	for i := range rd.Messages {
 		n.send(&rd.Messages[i])
 	}
 	n.deliver(rd.Deliver)
 	n.pub.publish(rd.Frontiers, rd.StableTimes)
-	n.completed <- rd // never blocks: at most maxOutstanding are out
+	n.completed <- j // never blocks: at most maxOutstanding are out
 }
 
 // urgent reports whether anything a Ready releases is awaited, so that its

@@ -49,9 +49,11 @@ type Ready struct {
 	MustSync bool
 }
 
-// Empty reports whether the Ready holds nothing to do.
+// Empty reports whether the Ready holds nothing to do: the driver may then
+// call Advance at once.
 func (rd *Ready) Empty() bool {
-	return !rd.MustSync && len(rd.Messages) == 0 && len(rd.Deliver) == 0 && len(rd.Errors) == 0
+	return !rd.MustSync && len(rd.Messages) == 0 && len(rd.Deliver) == 0 && len(rd.Errors) == 0 &&
+		len(rd.Frontiers) == 0 && len(rd.StableTimes) == 0
 }
 
 // HasReady reports whether Ready would hand out work. It is false between
