@@ -121,6 +121,11 @@ func Open(cfg Config) (*Store, error) {
 	if err := s.recover(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(newWALFsync(s)); err != nil {
+			return nil, errors.Join(fmt.Errorf("storage: register metrics: %w", err), db.Close())
+		}
+	}
 	s.log.Info("opened", "dir", cfg.Dir, "streams", len(s.mu.durable))
 	return s, nil
 }

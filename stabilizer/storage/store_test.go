@@ -514,6 +514,26 @@ func TestConcurrentWritersGroupCommit(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "stabilizer_storage_appended_messages_total"); err != nil || n != 1 {
 		t.Errorf("metric not registered: %d %v", n, err)
 	}
+	// pebble's fsyncs, in seconds: as many as walSyncs counts, each well
+	// under a minute.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() != "stabilizer_storage_wal_fsync_seconds" {
+			continue
+		}
+		found = true
+		h := mf.GetMetric()[0].GetHistogram()
+		if n := h.GetSampleCount(); n == 0 || n > s.walSyncs() || h.GetSampleSum() <= 0 || h.GetSampleSum() > 60*float64(n) {
+			t.Errorf("wal fsync histogram: %d fsyncs (walSyncs %d), %v s", n, s.walSyncs(), h.GetSampleSum())
+		}
+	}
+	if !found {
+		t.Error("stabilizer_storage_wal_fsync_seconds not exported")
+	}
 }
 
 // TestGroupLimitsAndAbandonedRequests drives the queue directly: requests
