@@ -61,6 +61,9 @@ type benchRow struct {
 	BoundMs   float64 `json:"bound_ms"`
 	OpsPerS   float64 `json:"ops_per_s,omitempty"`
 	InFlight  int     `json:"in_flight,omitempty"`
+	// Conns is how many client connections per site the throughput row
+	// used.
+	Conns int `json:"conns,omitempty"`
 	// Source is the predicate's expression when it is not a built-in name.
 	Source string `json:"predicate_source,omitempty"`
 	// Skipped says why the row was not measured.
@@ -84,6 +87,10 @@ type benchOptions struct {
 	// warm-up of a fifth of it).
 	tputDuration time.Duration
 	inflight     []int
+	// conns lists how many connections the throughput clients of every
+	// system open to each site or member: every system runs at each, and
+	// the comparisons take each system's best.
+	conns []int
 	valueBytes   int
 	skip         map[string]bool // "wan", "etcd", "lin", "nats", "throughput"
 	keepWork     bool
@@ -128,6 +135,14 @@ Writes DIR/results.json, DIR/latencies.json, DIR/report.md and PNG plots.`,
 			if o.writes < 1 {
 				return errors.New("--writes must be at least 1")
 			}
+			for _, c := range o.conns {
+				if c < 1 {
+					return fmt.Errorf("--conns %d: must be at least 1", c)
+				}
+			}
+			if len(o.conns) == 0 {
+				return errors.New("--conns: give at least one connection count")
+			}
 			o.inflight = inflight
 			o.progress = cmd.ErrOrStderr()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -141,6 +156,7 @@ Writes DIR/results.json, DIR/latencies.json, DIR/report.md and PNG plots.`,
 	kvCmd.Flags().IntVar(&o.warmup, "warmup", 2, "unmeasured writes per system, predicate and region first")
 	kvCmd.Flags().DurationVar(&o.tputDuration, "tput-duration", 8*time.Second, "measured window of each throughput run")
 	kvCmd.Flags().IntSliceVar(&inflight, "inflight", []int{64, 256}, "writes in flight in the throughput runs")
+	kvCmd.Flags().IntSliceVar(&o.conns, "conns", []int{1, 4}, "client connections per site (or member) in the throughput runs; every system runs at each, compared at its best")
 	kvCmd.Flags().IntVar(&o.valueBytes, "value-bytes", 256, "value size in the throughput runs")
 	kvCmd.Flags().StringVar(&skip, "skip", "", "parts to leave out: wan, etcd, lin, nats, throughput (comma-separated)")
 	kvCmd.Flags().BoolVar(&o.keepWork, "keep-work", false, "keep the clusters' data and logs in DIR/work")

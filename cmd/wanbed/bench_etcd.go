@@ -414,20 +414,35 @@ func benchEtcdWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 }
 
 // peerTput runs one throughput measurement through benchpeers.
-func peerTput(ctx context.Context, o benchOptions, peers, cmd, system, predicate, endpoints string, n int, res *benchResults) error {
+// peerTput measures a peer system's throughput at each --inflight and
+// --conns.
+func peerTput(ctx context.Context, o benchOptions, peers, cmd, system, predicate, endpoints string, res *benchResults) error {
+	for _, c := range o.conns {
+		for _, n := range o.inflight {
+			if err := peerTputRow(ctx, o, peers, cmd, system, predicate, endpoints, n, c, res); err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
+
+func peerTputRow(ctx context.Context, o benchOptions, peers, cmd, system, predicate, endpoints string, n, conns int, res *benchResults) error {
 	warm := o.tputDuration / 5
 	var p peerResult
-	err := runPeers(ctx, peers, o.progress, &p, cmd, "--endpoints", endpoints, "--inflight", fmt.Sprint(n), "--conns", fmt.Sprint(connsPerSite),
+	err := runPeers(ctx, peers, o.progress, &p, cmd, "--endpoints", endpoints, "--inflight", fmt.Sprint(n), "--conns", fmt.Sprint(conns),
 		"--value-bytes", fmt.Sprint(o.valueBytes), "--warm", warm.String(), "--duration", o.tputDuration.String())
 	if err != nil {
 		res.skipRow(phaseTput, system, predicate, "loopback", "failed: "+err.Error())
 		return nil
 	}
-	row := &benchRow{Phase: phaseTput, System: system, Predicate: predicate, Region: "loopback", InFlight: n}
+	row := &benchRow{Phase: phaseTput, System: system, Predicate: predicate, Region: "loopback", InFlight: n, Conns: conns}
 	p.fill(row)
 	res.Rows = append(res.Rows, row)
-	fmt.Fprintf(o.progress, "%-16s %-12s %4d in flight: %8.0f writes/s  p50 %.1f ms  p99 %.1f ms  errors %d\n",
-		row.System, row.Predicate, n, row.OpsPerS, row.P50ms, row.P99ms, row.Errors)
+	printTputRow(o.progress, row)
 	return nil
 }
 
@@ -455,14 +470,9 @@ func benchEtcdTput(ctx context.Context, o benchOptions, dir string, res *benchRe
 		res.skipRow(phaseTput, sysEtcd, "linearizable", "loopback", fmt.Sprintf("skipped: no leader within 60s: %v", err))
 		return nil
 	}
-	for _, n := range o.inflight {
-		if err := peerTput(ctx, o, peers, "etcd-tput", sysEtcd, "linearizable", c.endpoints(false), n, res); err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	if err := peerTput(ctx, o, peers, "etcd-tput", sysEtcd, "linearizable", c.endpoints(false), res); err != nil {
+		return err
 	}
-	res.note("Throughput, etcd %s: 3 embedded members (separate processes) on loopback, default heartbeat 100 ms and election 1000 ms; etcd fsyncs its WAL at the leader and at each follower before a write commits. Writers spread evenly over the members (followers forward to the leader), %d client connections per member, clients in their own process (benchpeers).", etcdVersion, connsPerSite)
+	res.note("Throughput, etcd %s: 3 embedded members (separate processes) on loopback, default heartbeat 100 ms and election 1000 ms; etcd fsyncs its WAL at the leader and at each follower before a write commits. Writers spread evenly over the members (followers forward to the leader) and over %v client connections per member, clients in their own process (benchpeers).", etcdVersion, o.conns)
 	return nil
 }

@@ -372,20 +372,28 @@ func benchThroughput(ctx context.Context, o benchOptions, dir string, res *bench
 	return nil
 }
 
-// connsPerSite is how many gRPC connections the throughput clients open to
-// each site (or member): one connection multiplexes well, but a few spread
-// the client's and server's work over both cores.
-const connsPerSite = 4
-
 func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []string, res *benchResults) error {
 	ss, err := loopbackSites(dir, sites, o.progress)
 	defer stopPIDs(sitePIDs(ss), o.progress)
 	if err != nil {
 		return err
 	}
+	for _, c := range o.conns {
+		if err := benchOursConns(ctx, o, c, ss, res); err != nil {
+			return err
+		}
+	}
+	res.note("Throughput, our KV: %d stabilizerd on loopback without the WAN emulator; `majority` = majority(persisted(sites)): the write is fsynced at a majority of sites before its ack. Writers spread evenly over the sites and over %v gRPC connections per site (every system runs at each); %d-byte values; %s measured after %s of warm-up. `stabilizer`: kv.Client as shipped, each client's writes pipelined on one Writes stream (the site appends what has arrived together; each write still gets its own seq and answer); `stabilizer-unary`: kv.Client with Unary, one unary request per write, as the peers' clients send.",
+		len(sites), o.conns, o.valueBytes, o.tputDuration, o.tputDuration/5)
+	return nil
+}
+
+// benchOursConns runs our throughput rows with conns client connections
+// per site.
+func benchOursConns(ctx context.Context, o benchOptions, conns int, ss []siteState, res *benchResults) error {
 	dial := func(unary bool) ([]*kv.Client, error) {
 		var cls []*kv.Client
-		for range connsPerSite {
+		for range conns {
 			for _, s := range ss {
 				cl, err := kv.Dial(s.Client)
 				if err != nil {
@@ -426,15 +434,18 @@ func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []stri
 				_, err := v.clients[w%len(v.clients)].Put(ctx, v.prefix+key, value, v.wait, 10*time.Second)
 				return err
 			})
+			row.Conns = conns
 			res.Rows = append(res.Rows, row)
-			fmt.Fprintf(o.progress, "%-16s %-12s %4d in flight: %8.0f writes/s  p50 %.1f ms  p99 %.1f ms  errors %d\n",
-				row.System, row.Predicate, n, row.OpsPerS, row.P50ms, row.P99ms, row.Errors)
+			printTputRow(o.progress, row)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 		}
 	}
-	res.note("Throughput, our KV: %d stabilizerd on loopback without the WAN emulator; `majority` = majority(persisted(sites)): the write is fsynced at a majority of sites before its ack. Writers spread evenly over the sites, %d gRPC connections per site; %d-byte values; %s measured after %s of warm-up. `stabilizer`: kv.Client as shipped, each client's writes pipelined on one Writes stream (the site appends what has arrived together; each write still gets its own seq and answer); `stabilizer-unary`: kv.Client with Unary, one unary request per write, as the peers' clients send.",
-		len(sites), connsPerSite, o.valueBytes, o.tputDuration, warm)
 	return nil
+}
+
+func printTputRow(w io.Writer, r *benchRow) {
+	fmt.Fprintf(w, "%-18s %-12s %4d in flight, %d conns/site: %8.0f writes/s  p50 %.1f ms  p99 %.1f ms  errors %d\n",
+		r.System, r.Predicate, r.InFlight, r.Conns, r.OpsPerS, r.P50ms, r.P99ms, r.Errors)
 }

@@ -39,7 +39,7 @@ const (
 )
 
 func rowKey(r *benchRow) string {
-	return fmt.Sprintf("%s|%s|%s|%s|%d", r.Phase, r.System, r.Predicate, r.Region, r.InFlight)
+	return fmt.Sprintf("%s|%s|%s|%s|%d|%d", r.Phase, r.System, r.Predicate, r.Region, r.InFlight, r.Conns)
 }
 
 // writeBenchOutputs writes results.json, latencies.json, report.md and
@@ -144,6 +144,18 @@ func findRow(res *benchResults, phase, system, predicate, region string, infligh
 	return nil
 }
 
+// bestTput returns system's fastest throughput row at inflight, over the
+// connection counts it ran at.
+func bestTput(rows []*benchRow, system string, inflight int) *benchRow {
+	var best *benchRow
+	for _, r := range rows {
+		if r.System == system && r.InFlight == inflight && (best == nil || r.OpsPerS > best.OpsPerS) {
+			best = r
+		}
+	}
+	return best
+}
+
 func p50(r *benchRow) float64 {
 	if r == nil {
 		return 0
@@ -163,7 +175,7 @@ func benchReport(res *benchResults, plots []string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# Stabilizer benchmark on %s\n\n", res.Topology)
-	w("Run %s (%s), on %s. Rerun with `make bench-wan` or `wanbed bench kv --topology %s --out DIR`.\n\n",
+	w("Run %s (%s), on %s. Rerun with `make bench` or `wanbed bench kv --topology %s --out DIR`.\n\n",
 		res.Started.UTC().Format("2006-01-02 15:04 MST"), res.Finished.Sub(res.Started).Round(time.Second), res.Host, res.Topology)
 
 	if len(res.Sites) > 0 {
@@ -281,36 +293,49 @@ func benchReport(res *benchResults, plots []string) string {
 	if len(tput) > 0 {
 		w("## Throughput on loopback, 3 sites, equal durability\n\n")
 		w("Every write is fsynced at a majority before it is acknowledged; no emulated delay. Target: our KV with majority ≥ %.0f writes/s and ahead of both peers.\n\n", targetTput)
-		w("| system | durability | in flight | writes | writes/s | p50 ms | p99 ms | errors | ours / this |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		w("Every system ran at each number of client connections per site (%s); the comparisons take each system's best at each number in flight (**bold**).\n\n", joinInts(connsOf(tput)))
+		w("| system | durability | in flight | conns/site | writes | writes/s | p50 ms | p99 ms | errors | ours (best) / this |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range tput {
-			o := findRow(res, phaseTput, sysOurs, "majority", "loopback", r.InFlight)
+			o := bestTput(tput, sysOurs, r.InFlight)
 			rat := "–"
 			if o != nil && r.OpsPerS > 0 {
 				rat = fmt.Sprintf("%.2f", o.OpsPerS/r.OpsPerS)
 			}
-			w("| %s | %s | %d | %d | %.0f | %.1f | %.1f | %d | %s |\n", r.System, r.Predicate, r.InFlight, r.Ops, r.OpsPerS, r.P50ms, r.P99ms, r.Errors, rat)
+			ops := fmt.Sprintf("%.0f", r.OpsPerS)
+			if bestTput(tput, r.System, r.InFlight) == r {
+				ops = "**" + ops + "**"
+			}
+			w("| %s | %s | %d | %d | %d | %s | %.1f | %.1f | %d | %s |\n", r.System, r.Predicate, r.InFlight, r.Conns, r.Ops, ops, r.P50ms, r.P99ms, r.Errors, rat)
 		}
 		w("\n")
-		for _, r := range tput {
-			if r.System != sysOurs {
+		for _, n := range inflightOf(tput) {
+			r := bestTput(tput, sysOurs, n)
+			if r == nil {
 				continue
 			}
 			verdict := "met"
 			if r.OpsPerS < targetTput {
 				verdict = "**missed**"
 			}
-			var behind []string
-			for _, p := range tput {
-				peer := p.System == sysEtcd || p.System == sysNATS
-				if peer && p.InFlight == r.InFlight && p.OpsPerS >= r.OpsPerS {
-					behind = append(behind, p.System)
+			var behind, ahead []string
+			for _, peer := range []string{sysEtcd, sysNATS} {
+				p := bestTput(tput, peer, n)
+				switch {
+				case p == nil:
+				case p.OpsPerS >= r.OpsPerS:
+					behind = append(behind, fmt.Sprintf("%s (%.2f×)", peer, r.OpsPerS/p.OpsPerS))
+				default:
+					ahead = append(ahead, fmt.Sprintf("%s (%.2f×)", peer, r.OpsPerS/p.OpsPerS))
 				}
 			}
-			ahead := "ahead of etcd and NATS"
-			if len(behind) > 0 {
-				ahead = "**behind " + strings.Join(behind, ", ") + "**"
+			where := ""
+			if len(ahead) > 0 {
+				where += ", ahead of " + strings.Join(ahead, " and ")
 			}
-			w("- %d in flight: %.0f writes/s (target %.0f: %s), %s\n", r.InFlight, r.OpsPerS, targetTput, verdict, ahead)
+			if len(behind) > 0 {
+				where += ", **behind " + strings.Join(behind, " and ") + "**"
+			}
+			w("- %d in flight: %.0f writes/s (target %.0f: %s)%s\n", n, r.OpsPerS, targetTput, verdict, where)
 		}
 		w("\n")
 	}
@@ -554,28 +579,22 @@ func drawBars(path string, res *benchResults, regions, labels []string) error {
 // drawTput draws writes/s per system, one bar per in-flight count.
 func drawTput(path string, rows []*benchRow) error {
 	var systems []string
-	var inflight []int
 	for _, r := range rows {
 		if !slices.Contains(systems, r.System) {
 			systems = append(systems, r.System)
 		}
-		if !slices.Contains(inflight, r.InFlight) {
-			inflight = append(inflight, r.InFlight)
-		}
 	}
-	slices.Sort(inflight)
+	inflight := inflightOf(rows)
 	p := plot.New()
-	p.Title.Text = "Writes/s on loopback, 3 sites, fsynced at a majority before the ack"
+	p.Title.Text = "Writes/s on loopback, 3 sites, fsynced at a majority before the ack (best over connection counts)"
 	p.Y.Label.Text = "writes/s"
 	p.Add(plotter.NewGrid())
 	w := vg.Points(22)
 	for k, n := range inflight {
 		vals := make(plotter.Values, len(systems))
 		for i, s := range systems {
-			for _, r := range rows {
-				if r.System == s && r.InFlight == n {
-					vals[i] = r.OpsPerS
-				}
+			if r := bestTput(rows, s, n); r != nil {
+				vals[i] = r.OpsPerS
 			}
 		}
 		b, err := plotter.NewBarChart(vals, w)
@@ -603,4 +622,34 @@ func savePNG(path string, img *vgimg.Canvas) error {
 		return err
 	}
 	return f.Close()
+}
+
+func connsOf(rows []*benchRow) []int {
+	var out []int
+	for _, r := range rows {
+		if !slices.Contains(out, r.Conns) {
+			out = append(out, r.Conns)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func inflightOf(rows []*benchRow) []int {
+	var out []int
+	for _, r := range rows {
+		if !slices.Contains(out, r.InFlight) {
+			out = append(out, r.InFlight)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
 }
