@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -23,7 +24,22 @@ import (
 )
 
 func main() {
+	setGC()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// defaultGCPercent replaces Go's 100 unless GOGC is set. A site's Go heap
+// is small (pebble keeps its memtables and cache outside it): about 7 MB
+// in use at 20,000 writes/s on three loopback sites, so at 100 the
+// collector ran 32 times a second. At 400 it runs 7 times, the heap in use
+// is about 14 MB, and the same load costs about 20% less CPU per write
+// (writes/s 22-23k at 100 and 26-29k at 200-400, alternating runs).
+const defaultGCPercent = 400
+
+func setGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -55,7 +71,11 @@ To try a local three-site cluster:
   stabilizerd --config /tmp/stab/ap-south-1.yaml &
 
 SIGTERM or SIGINT shut the site down gracefully: requests in progress finish,
-pebble is flushed and closed.`,
+pebble is flushed and closed.
+
+The Go collector runs at GOGC=400 unless GOGC is set: the site's Go heap is
+small (pebble's memtables and cache live outside it), and at Go's default of
+100 collection cost a fifth of the CPU of a write.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,

@@ -90,11 +90,11 @@ type benchOptions struct {
 	// conns lists how many connections the throughput clients of every
 	// system open to each site or member: every system runs at each, and
 	// the comparisons take each system's best.
-	conns []int
-	valueBytes   int
-	skip         map[string]bool // "wan", "etcd", "lin", "nats", "throughput"
-	keepWork     bool
-	progress     io.Writer
+	conns      []int
+	valueBytes int
+	skip       map[string]bool // "wan", "etcd", "lin", "nats", "throughput"
+	keepWork   bool
+	progress   io.Writer
 }
 
 func newBenchCmd() *cobra.Command {
