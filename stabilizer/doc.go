@@ -64,4 +64,18 @@
 // frontiers. Under load nearly every Ready has entries, so this costs
 // nothing; at light load it removes most fsyncs that are not on a write's
 // path, and with them the queueing of the ones that are.
+//
+// A write waiting for a predicate that reads only `persisted` on this
+// site's own stream returns as soon as the acks that make it hold arrive
+// (core.FrontierAdvance.Settled), not once this site's record of the new
+// frontier is fsynced: those acks were fsynced where they were made, and a
+// peer holds a seq only because this site sent it, which it does only once
+// the seq is durable here. Frontier (and so the kv's stable reads) reports
+// the settled advance at once, watchers and the frontier record once the
+// record is durable. The one thing a crash can show: until the peers' acks
+// arrive again after a restart (a round trip), this site's frontier may
+// stand below a write it acknowledged before the crash; the write itself
+// is as durable as its predicate says. That takes an fsync off the path of
+// every such write: on the ec2-5 emulated WAN, the majority rows came
+// 0.4-0.6 ms closer to the bound.
 package stabilizer

@@ -34,6 +34,9 @@ func (n *Node) persist(rd *core.Ready) (*job, error) {
 		j.urgent = len(rd.Messages) > 0 || len(rd.Deliver) > 0
 		return j, nil
 	}
+	// Settled advances end their waits now; what is left to wait for
+	// decides whether the Ready needs its fsync at once.
+	n.pub.wake(rd.Frontiers)
 	b := n.readyBatch(rd)
 	if !rd.MustSync {
 		j.urgent = true

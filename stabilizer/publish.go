@@ -22,14 +22,19 @@ type waiter struct {
 type publisher struct {
 	mu        sync.Mutex
 	frontiers map[fkey]core.FrontierState
-	waiters   map[fkey][]*waiter
-	stable    map[string]core.HLC
-	watchers  map[*Watch]struct{}
-	closed    bool
+	// settled is, per stream and predicate, the furthest settled advance
+	// (core.FrontierAdvance.Settled), which waits and reads may count on
+	// before it is durable here and published to watchers.
+	settled  map[fkey]core.FrontierState
+	waiters  map[fkey][]*waiter
+	stable   map[string]core.HLC
+	watchers map[*Watch]struct{}
+	closed   bool
 }
 
 func (p *publisher) init() {
 	p.frontiers = map[fkey]core.FrontierState{}
+	p.settled = map[fkey]core.FrontierState{}
 	p.waiters = map[fkey][]*waiter{}
 	p.stable = map[string]core.HLC{}
 	p.watchers = map[*Watch]struct{}{}
@@ -58,20 +63,7 @@ func (p *publisher) publish(advs []core.FrontierAdvance, stable []core.StableTim
 	for _, a := range advs {
 		k := fkey{a.Stream, a.Predicate}
 		p.frontiers[k] = core.FrontierState{Stream: a.Stream, Predicate: a.Predicate, Seq: a.To, Version: a.Version, HLC: a.HLC}
-		ws := p.waiters[k]
-		kept := ws[:0]
-		for _, w := range ws {
-			if w.seq <= a.To {
-				close(w.ch)
-			} else {
-				kept = append(kept, w)
-			}
-		}
-		if len(kept) == 0 {
-			delete(p.waiters, k)
-		} else {
-			p.waiters[k] = kept
-		}
+		p.wakeLocked(k, a.To)
 	}
 	for _, s := range stable {
 		if old := p.stable[s.Predicate]; old.Less(s.Time) {
@@ -80,6 +72,42 @@ func (p *publisher) publish(advs []core.FrontierAdvance, stable []core.StableTim
 	}
 	for w := range p.watchers {
 		w.offer(advs)
+	}
+}
+
+// wake ends the waits that settled advances cover, before the advances
+// are durable here: what the waiters learn (the predicate holds for their
+// seq) rests on acks durable where they were made.
+func (p *publisher) wake(advs []core.FrontierAdvance) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range advs {
+		if !a.Settled {
+			continue
+		}
+		k := fkey{a.Stream, a.Predicate}
+		if a.To > p.settled[k].Seq {
+			p.settled[k] = core.FrontierState{Stream: a.Stream, Predicate: a.Predicate, Seq: a.To, Version: a.Version, HLC: a.HLC}
+		}
+		p.wakeLocked(k, a.To)
+	}
+}
+
+func (p *publisher) wakeLocked(k fkey, to uint64) {
+	ws := p.waiters[k]
+	kept := ws[:0]
+	for _, w := range ws {
+		if w.seq <= to {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(ws[len(kept):])
+	if len(kept) == 0 {
+		delete(p.waiters, k)
+	} else {
+		p.waiters[k] = kept
 	}
 }
 
@@ -106,7 +134,7 @@ func (p *publisher) awaited(advs []core.FrontierAdvance) bool {
 func (p *publisher) wait(k fkey, seq uint64) (<-chan struct{}, *waiter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.frontiers[k].Seq >= seq {
+	if p.frontierLocked(k).Seq >= seq {
 		return nil, nil
 	}
 	w := &waiter{seq: seq, ch: make(chan struct{})}
@@ -129,12 +157,21 @@ func (p *publisher) cancel(k fkey, w *waiter) {
 	}
 }
 
+// frontier is the furthest of the published frontier and the settled one:
+// what a wait or a stable read may count on.
 func (p *publisher) frontier(k fkey) core.FrontierState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.frontierLocked(k)
+}
+
+func (p *publisher) frontierLocked(k fkey) core.FrontierState {
 	f, ok := p.frontiers[k]
 	if !ok {
 		f = core.FrontierState{Stream: k.id, Predicate: k.pred}
+	}
+	if s := p.settled[k]; s.Seq > f.Seq {
+		f = s
 	}
 	return f
 }

@@ -81,6 +81,9 @@ type pred struct {
 	src      string
 	version  uint64
 	compiled *frontier.Predicate
+	// persistedOnly: the predicate reads no level but `persisted`, whose
+	// acks are durable where they are made (FrontierAdvance.Settled).
+	persistedOnly bool
 }
 
 // New returns a Core for cfg.Site that resumes from st (the zero State for a
@@ -146,7 +149,7 @@ func (c *Core) definePredicate(name, src string, version uint64) error {
 		c.predNames = append(c.predNames, name)
 		slices.Sort(c.predNames)
 	}
-	c.preds[name] = &pred{idx: idx, src: src, version: version, compiled: p}
+	c.preds[name] = &pred{idx: idx, src: src, version: version, compiled: p, persistedOnly: readsOnly(p, frontier.Persisted, c.nlevels)}
 	for _, s := range c.list {
 		s.dirty = true
 	}
@@ -155,6 +158,15 @@ func (c *Core) definePredicate(name, src string, version uint64) error {
 	}
 	c.timeDirty = true
 	return nil
+}
+
+func readsOnly(p *frontier.Predicate, level, levels int) bool {
+	for l := range levels {
+		if p.ReadsLevel(l) != (l == level) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Core) restore(st State) error {

@@ -3,6 +3,8 @@ package core
 import (
 	"fmt"
 	"slices"
+
+	"github.com/stabilizer/stabilizer/frontier"
 )
 
 // evalFrontiers re-evaluates every predicate on every stream whose acks
@@ -16,6 +18,7 @@ func (c *Core) evalFrontiers(rd *Ready) {
 			continue
 		}
 		s.dirty = false
+		settled := c.settledBelow(s)
 		for _, name := range c.predNames {
 			p := c.preds[name]
 			v, err := p.compiled.Eval(s.acks, s.origin, c.self)
@@ -27,7 +30,8 @@ func (c *Core) evalFrontiers(rd *Ready) {
 			if v <= r.seq {
 				continue
 			}
-			adv := FrontierAdvance{Stream: s.id, Predicate: name, Version: p.version, From: r.seq, To: v}
+			adv := FrontierAdvance{Stream: s.id, Predicate: name, Version: p.version, From: r.seq, To: v,
+				Settled: p.persistedOnly && v <= settled}
 			r.seq, r.version = v, p.version
 			r.hlc = c.hlcAt(s, v)
 			adv.HLC = r.hlc
@@ -36,6 +40,22 @@ func (c *Core) evalFrontiers(rd *Ready) {
 			c.timeDirty = true
 		}
 	}
+}
+
+// settledBelow returns the highest seq some peer persisted of s when s is
+// this site's own stream, else 0: up to it every `persisted` ack is
+// durable where it was made (see FrontierAdvance.Settled).
+func (c *Core) settledBelow(s *stream) uint64 {
+	if !s.own {
+		return 0
+	}
+	var top uint64
+	for i := range c.n {
+		if i != c.self {
+			top = max(top, s.acks[frontier.Persisted*c.n+i])
+		}
+	}
+	return top
 }
 
 // timeDue reports whether stable times need recomputing: something they

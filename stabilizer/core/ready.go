@@ -12,11 +12,14 @@ import (
 //
 //  1. Write Entries, Acks, Predicates, Frontiers, StableTimes and Clock in
 //     one atomic batch; if MustSync, make it durable (fsync). Nothing below
-//     may happen before: the rest of the Ready already counts this Ready's
-//     entries persisted, and every other field may expose them.
+//     may happen before (but for settled advances, in 4): the rest of the
+//     Ready already counts this Ready's entries persisted, and every other
+//     field may expose them.
 //  2. Send Messages, each to its To on its Plane(), in order per (To, Plane).
 //  3. Hand Deliver to the applications, in order per stream.
-//  4. Publish Frontiers and StableTimes to waiters and watchers.
+//  4. Publish Frontiers and StableTimes to waiters and watchers. The
+//     waiters of a Frontier marked Settled may be woken at once, before
+//     step 1: what they learn rests on acks durable where they were made.
 type Ready struct {
 	// Entries to append to the local log: this site's new entries and
 	// those received from origins, in seq order per stream.

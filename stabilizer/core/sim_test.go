@@ -563,6 +563,21 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 	for _, err := range rd.Errors {
 		s.failf("%s: ready error: %v", site.name, err)
 	}
+	// A settled advance holds on what was durable everywhere before this
+	// Ready: a driver may wake its waiters before the Ready is persisted.
+	for _, f := range rd.Frontiers {
+		if !f.Settled {
+			continue
+		}
+		s.counts["settled"]++
+		src, ok := site.defs[f.Predicate][f.Version]
+		if !ok {
+			continue // reported below
+		}
+		if proven := s.eval(src, f.Stream, site.idx); f.To > proven {
+			s.failf("%s: frontier %s %s v%d (%s) settled at %d but the durable acks prove %d", site.name, f.Stream, f.Predicate, f.Version, src, f.To, proven)
+		}
+	}
 	// 1. persist
 	for _, e := range rd.Entries {
 		l := st.log[e.Stream]

@@ -195,6 +195,16 @@ type FrontierAdvance struct {
 	Version   uint64
 	From, To  uint64
 	HLC       HLC
+	// Settled: the acks that make the predicate hold for To are durable
+	// where they were made, whatever becomes of this Ready. It is set for
+	// this site's own streams under predicates that read only `persisted`,
+	// when some peer persisted To: a peer's persisted ack is fsynced
+	// before it is sent, and the peer holds To only because this site
+	// sent it, which it does only once To is durable here. A driver may
+	// then wake the writes waiting for the advance as soon as the Ready is
+	// handed out; it still publishes the advance (to watchers and readers,
+	// and as State.Frontiers) only once the Ready is durable.
+	Settled bool
 }
 
 // FrontierState is the current frontier of one predicate on one stream.
