@@ -473,6 +473,6 @@ func benchEtcdTput(ctx context.Context, o benchOptions, dir string, res *benchRe
 	if err := peerTput(ctx, o, peers, "etcd-tput", sysEtcd, "linearizable", c.endpoints(false), res); err != nil {
 		return err
 	}
-	res.note("Throughput, etcd %s: 3 embedded members (separate processes) on loopback, default heartbeat 100 ms and election 1000 ms; etcd fsyncs its WAL at the leader and at each follower before a write commits. Writers spread evenly over the members (followers forward to the leader) and over %v client connections per member, clients in their own process (benchpeers).", etcdVersion, o.conns)
+	res.note("Throughput, etcd %s: 3 embedded members (separate processes) on loopback, default heartbeat 100 ms and election 1000 ms; etcd fsyncs its WAL at the leader and at each follower before a write commits. Writers spread evenly over the members (followers forward to the leader) and over %s client connections per member (each count in turn), clients in their own process (benchpeers).", etcdVersion, joinInts(o.conns))
 	return nil
 }

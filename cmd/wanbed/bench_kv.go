@@ -383,8 +383,8 @@ func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []stri
 			return err
 		}
 	}
-	res.note("Throughput, our KV: %d stabilizerd on loopback without the WAN emulator; `majority` = majority(persisted(sites)): the write is fsynced at a majority of sites before its ack. Writers spread evenly over the sites and over %v gRPC connections per site (every system runs at each); %d-byte values; %s measured after %s of warm-up. `stabilizer`: kv.Client as shipped, each client's writes pipelined on one Writes stream (the site appends what has arrived together; each write still gets its own seq and answer); `stabilizer-unary`: kv.Client with Unary, one unary request per write, as the peers' clients send.",
-		len(sites), o.conns, o.valueBytes, o.tputDuration, o.tputDuration/5)
+	res.note("Throughput, our KV: %d stabilizerd on loopback without the WAN emulator; `majority` = majority(persisted(sites)): the write is fsynced at a majority of sites before its ack. Writers spread evenly over the sites and over %s gRPC connections per site (each count in turn, as for every system); %d-byte values; %s measured after %s of warm-up. `stabilizer`: kv.Client as shipped, each client's writes pipelined on one Writes stream (the site appends what has arrived together; each write still gets its own seq and answer); `stabilizer-unary`: kv.Client with Unary, one unary request per write, as the peers' clients send.",
+		len(sites), joinInts(o.conns), o.valueBytes, o.tputDuration, o.tputDuration/5)
 	return nil
 }
 

@@ -65,6 +65,6 @@ func benchNATSTput(ctx context.Context, o benchOptions, dir string, res *benchRe
 	if err := peerTput(ctx, o, peers, "nats-tput", sysNATS, "R3", strings.Join(clientsAt, ","), res); err != nil {
 		return err
 	}
-	res.note("Throughput, NATS JetStream KV (nats-server v2.15.2, nats.go v1.55.0): 3 embedded servers (separate processes) clustered on loopback, an R3 file-backed bucket, `sync_interval: always` so that every replica fsyncs each write before it counts; writers spread evenly over the servers and over %v connections per server, clients in their own process (benchpeers).", o.conns)
+	res.note("Throughput, NATS JetStream KV (nats-server v2.15.2, nats.go v1.55.0): 3 embedded servers (separate processes) clustered on loopback, an R3 file-backed bucket, `sync_interval: always` so that every replica fsyncs each write before it counts; writers spread evenly over the servers and over %s connections per server (each count in turn), clients in their own process (benchpeers).", joinInts(o.conns))
 	return nil
 }
