@@ -35,6 +35,13 @@ func (c *counter) Down(string, Plane, error) {}
 
 // benchPair starts a and b on loopback with quiet logs; b's handler is h.
 func benchPair(b *testing.B, h Handler) *Transport {
+	a, _ := benchPairWith(b, &counter{}, h)
+	return a
+}
+
+// benchPairWith starts a and b on loopback with quiet logs and the given
+// handlers, and returns them once a's sessions to b are up.
+func benchPairWith(b *testing.B, ha, hb Handler) (*Transport, *Transport) {
 	c := &cluster{tb: b, names: []string{"a", "b"}}
 	c.mutate = func(name string, cfg *Config) { cfg.Logger = hclog.NewNullLogger() }
 	start := func(name string, h Handler) *Transport {
@@ -57,16 +64,16 @@ func benchPair(b *testing.B, h Handler) *Transport {
 		b.Cleanup(func() { _ = tr.Close() })
 		return tr
 	}
-	a := start("a", &counter{})
-	start("b", h)
+	a := start("a", ha)
+	bt := start("b", hb)
 	deadline := time.Now().Add(10 * time.Second)
-	for !a.Status("b", Data).Connected || !a.Status("b", Control).Connected {
+	for !a.Status("b", Data).Connected || !a.Status("b", Control).Connected || !bt.Status("a", Data).Connected {
 		if time.Now().After(deadline) {
 			b.Fatal("not connected")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return a
+	return a, bt
 }
 
 // BenchmarkSend measures one peer's data plane: a sends b.N frames to b,

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"net"
 	"testing"
 	"time"
 )
@@ -24,38 +23,11 @@ func (*echo) Up(string, Plane)          {}
 func (*echo) Down(string, Plane, error) {}
 
 // echoPair starts a, which signals each frame it gets on the returned
-// channel, and b, which echoes, and waits until a's data session is up.
+// channel, and b, which echoes.
 func echoPair(b *testing.B) (*Transport, chan struct{}) {
-	c := &cluster{tb: b, names: []string{"a", "b"}}
-	start := func(name string, h *echo) *Transport {
-		var lis []net.Listener
-		for _, p := range Planes {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			c.dir.set(name+"/"+p.String(), l.Addr().String())
-			lis = append(lis, l)
-		}
-		cfg := c.config(name, lis...)
-		cfg.Logger = nil
-		tr, err := New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		h.t = tr
-		if err := tr.Start(h); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = tr.Close() })
-		return tr
-	}
-	ha := &echo{got: make(chan struct{}, 1)}
-	a := start("a", ha)
-	bt := start("b", &echo{})
-	eventually(b, "up", func() bool {
-		return a.Status("b", Data).Connected && bt.Status("a", Data).Connected
-	})
+	ha, hb := &echo{got: make(chan struct{}, 1)}, &echo{}
+	a, bt := benchPairWith(b, ha, hb)
+	hb.t = bt
 	return a, ha.got
 }
 
