@@ -586,15 +586,17 @@ func drawTput(path string, rows []*benchRow) error {
 	}
 	inflight := inflightOf(rows)
 	p := plot.New()
-	p.Title.Text = "Writes/s on loopback, 3 sites, fsynced at a majority before the ack (best over connection counts)"
-	p.Y.Label.Text = "writes/s"
+	p.Title.Text = "Writes/s, 3 sites on loopback, fsynced at a majority before the ack"
+	p.Y.Label.Text = "writes/s (each system's best over connection counts)"
 	p.Add(plotter.NewGrid())
 	w := vg.Points(22)
+	top := targetTput
 	for k, n := range inflight {
 		vals := make(plotter.Values, len(systems))
 		for i, s := range systems {
 			if r := bestTput(rows, s, n); r != nil {
 				vals[i] = r.OpsPerS
+				top = math.Max(top, r.OpsPerS)
 			}
 		}
 		b, err := plotter.NewBarChart(vals, w)
@@ -607,6 +609,15 @@ func drawTput(path string, rows []*benchRow) error {
 		p.Add(b)
 		p.Legend.Add(fmt.Sprintf("%d in flight", n), b)
 	}
+	target, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: targetTput}, {X: float64(len(systems)) - 0.5, Y: targetTput}})
+	if err != nil {
+		return err
+	}
+	target.Color = color.RGBA{200, 60, 60, 255}
+	target.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(target)
+	p.Legend.Add(fmt.Sprintf("target %.0f", targetTput), target)
+	p.Y.Min, p.Y.Max = 0, top*1.15
 	p.Legend.Top = true
 	p.NominalX(systems...)
 	return p.Save(7*vg.Inch, 4*vg.Inch, path)
