@@ -38,6 +38,14 @@
 // the fsync loses the whole Ready, and nothing of it was seen. Entries no longer held in memory are read back
 // through Config.Storage, synchronously, from within Ready.
 //
+// A driver may pipeline: call Advance once a Ready's writes are applied in
+// order (readable through Storage), before their fsync, and take the next
+// Ready, provided it releases every Ready's steps 2-4 only after its writes
+// are durable, in the order the Readies came. The next Ready may count the
+// last one's writes as persisted; it leaves the site after them. The
+// waiters of a Settled frontier advance may be woken before step 1 (see
+// FrontierAdvance.Settled).
+//
 // # Protocol
 //
 // Data plane: each origin has one ordered channel per destination carrying all
@@ -53,8 +61,9 @@
 // at most every AckInterval ticks, the whole row every FullAckInterval ticks
 // and after Connected. Rows merge by max, so acks never go backwards, whatever
 // is lost, duplicated or reordered. Every HeartbeatInterval ticks the message
-// also carries a clock heartbeat: a timestamp the site persisted and its
-// streams' heads then; it lets idle origins' time advance.
+// also carries a clock heartbeat: a timestamp at or below the clock
+// reservation the site persisted (Ready.Clock) and its streams' heads then;
+// it lets idle origins' time advance.
 //
 // Frontiers: after acks change, each named predicate is evaluated on the
 // stream's table; the reported frontier is max(released, value) and each

@@ -315,8 +315,11 @@ func (c *Core) dataMessages(rd *Ready, p *peer) {
 }
 
 // Advance tells the core that the last Ready was handled: its writes are
-// durable, its messages sent, its deliveries handed over. Only then may the
-// core drop persisted entries from memory and read them back from Storage.
+// durable, its messages sent, its deliveries handed over; or, for a driver
+// that pipelines (see the package documentation), that its writes are
+// applied in order and readable through Storage, and will be released only
+// once durable. Only then may the core drop persisted entries from memory
+// and read them back from Storage.
 func (c *Core) Advance() {
 	if !c.awaiting {
 		return
