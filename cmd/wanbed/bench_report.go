@@ -635,22 +635,17 @@ func savePNG(path string, img *vgimg.Canvas) error {
 	return f.Close()
 }
 
-func connsOf(rows []*benchRow) []int {
-	var out []int
-	for _, r := range rows {
-		if !slices.Contains(out, r.Conns) {
-			out = append(out, r.Conns)
-		}
-	}
-	slices.Sort(out)
-	return out
+func connsOf(rows []*benchRow) []int { return distinct(rows, func(r *benchRow) int { return r.Conns }) }
+func inflightOf(rows []*benchRow) []int {
+	return distinct(rows, func(r *benchRow) int { return r.InFlight })
 }
 
-func inflightOf(rows []*benchRow) []int {
+// distinct returns the values of field over rows, each once, sorted.
+func distinct(rows []*benchRow, field func(*benchRow) int) []int {
 	var out []int
 	for _, r := range rows {
-		if !slices.Contains(out, r.InFlight) {
-			out = append(out, r.InFlight)
+		if v := field(r); !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
 	slices.Sort(out)
