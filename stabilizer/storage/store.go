@@ -85,6 +85,7 @@ func Open(cfg Config) (*Store, error) {
 	defer cache.Unref() // the DB holds its own reference
 	opts := &pebble.Options{
 		Cache:        cache,
+		FS:           defaultFS(),
 		MemTableSize: uint64(cfg.MemTableSize),
 		// Let a few memtables queue for flushing so that bursts of large
 		// messages do not stall writers while a flush runs.
