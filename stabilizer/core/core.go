@@ -42,6 +42,9 @@ type Core struct {
 	stableDone  bool
 
 	rowVer uint64 // bumped at every change of this site's own row
+	// durableVer is the rowVer of the last change to a received or
+	// persisted cell: acks that writes wait for, sent without AckInterval.
+	durableVer uint64
 	// changes logs own-row changes in rowVer order, so that an Acks delta
 	// costs what changed, not every stream: a peer's delta is the tail
 	// after its ackSentVer. Trimmed once every peer was sent it.
@@ -305,6 +308,9 @@ func (c *Core) setOwn(s *stream, level int, seq uint64, hlc HLC) {
 	s.acks[i], s.hlcs[i] = seq, hlc
 	c.rowVer++
 	s.cellVer[level] = c.rowVer
+	if level <= frontier.Persisted {
+		c.durableVer = c.rowVer
+	}
 	c.changes = append(c.changes, change{cellRef{s, level}, c.rowVer})
 	s.dirty = true
 	c.timeDirty = true

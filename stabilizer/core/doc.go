@@ -58,10 +58,11 @@
 //
 // Control plane: each site sends its own row of the ack table (every stream,
 // every level) to every other site: the cells changed since the last message,
-// in the next Ready (at most every AckInterval ticks, if set), the whole row
-// every FullAckInterval ticks and after Connected. Rows merge by max, so acks
-// never go backwards, whatever is lost, duplicated or reordered. Every HeartbeatInterval ticks the message
-// also carries a clock heartbeat: a timestamp at or below the clock
+// in the next Ready if received or persisted changed, else at most every
+// AckInterval ticks; the whole row every FullAckInterval ticks and after
+// Connected. Rows merge by max, so acks never go backwards, whatever is lost,
+// duplicated or reordered. Every HeartbeatInterval ticks the message also
+// carries a clock heartbeat: a timestamp at or below the clock
 // reservation the site persisted (Ready.Clock) and its streams' heads then;
 // it lets idle origins' time advance.
 //

@@ -54,14 +54,10 @@ func newDDCluster(t *testing.T, d *datadriven.TestData) *ddCluster {
 	d.ScanArgs(t, "sites", &names)
 	c := &ddCluster{
 		schema: &frontier.Schema{Sites: names, Levels: []string{"verified"}},
-		// The scenarios hold acks to a tick (AckInterval 1, not the
-		// default 0) unless they say otherwise, which keeps each step's
-		// messages few; testdata/interaction/acks shows both.
 		cfg: core.Config{
-			HeartbeatInterval: 1000, FullAckInterval: 1000, ResendTicks: 1000, AckInterval: 1,
+			HeartbeatInterval: 1000, FullAckInterval: 1000, ResendTicks: 1000,
 		},
 	}
-	d.MaybeScanArgs(t, "ackinterval", &c.cfg.AckInterval)
 	d.MaybeScanArgs(t, "inflight", &c.cfg.MaxInflightBytes)
 	d.MaybeScanArgs(t, "batch", &c.cfg.MaxBatchBytes)
 	d.MaybeScanArgs(t, "memory", &c.cfg.MaxMemoryBytes)

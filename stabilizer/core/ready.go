@@ -98,8 +98,18 @@ func (c *Core) deliverable(s *stream) bool {
 	return s.delivered < s.durable && s.delivered-s.appPos < uint64(c.cfg.MaxUnapplied)
 }
 
+// ctrlDue reports whether p is owed an Acks message now: it has not been
+// sent the latest changes of this site's row, and either AckInterval has
+// passed since the last one or some of them are received or persisted acks.
+// Those are what a write's predicate waits for, and they change once per
+// Ready that persists entries; holding them to the next tick would add up
+// to a tick to a write on every hop. Applied and custom levels, which can
+// change with every application callback, keep to the interval.
 func (c *Core) ctrlDue(p *peer) bool {
-	return c.rowVer > p.ackSentVer && (!p.sentCtrl || c.tick >= p.lastCtrl+uint64(c.cfg.AckInterval))
+	if c.rowVer <= p.ackSentVer {
+		return false
+	}
+	return !p.sentCtrl || c.durableVer > p.ackSentVer || c.tick >= p.lastCtrl+uint64(c.cfg.AckInterval)
 }
 
 // Ready returns the work accumulated since the last Advance. The driver must

@@ -312,7 +312,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 		MaxInflightBytes:  pick(200, 1000, 1<<20),
 		MaxMemoryBytes:    pick(0, 150, 1000),
 		MaxUnapplied:      pick(3, 10, 1000),
-		AckInterval:       pick(0, 1, 3),
+		AckInterval:       pick(1, 2, 3),
 		HeartbeatInterval: pick(3, 10),
 		ClockReserve:      int64(pick(1, 5e6, 100e6)),
 		FullAckInterval:   pick(20, 50),
