@@ -35,13 +35,14 @@ type served struct {
 
 	mu      sync.Mutex
 	seen    map[string]int // requests per method
+	failed  map[string]int // requests per method that Observe was told failed
 	streams int            // Writes streams open
 }
 
 // serve serves site's store (and lin's keys, if not nil) and returns a
 // client of it.
 func (c *cluster) serve(site string, l *Linear) (*Client, *served) {
-	s := &served{t: c.t, store: c.stores[site], lin: l, seen: map[string]int{}}
+	s := &served{t: c.t, store: c.stores[site], lin: l, seen: map[string]int{}, failed: map[string]int{}}
 	s.start("127.0.0.1:0")
 	cl, err := Dial(s.addr)
 	if err != nil {
@@ -53,9 +54,12 @@ func (c *cluster) serve(site string, l *Linear) (*Client, *served) {
 
 func (s *served) start(addr string) {
 	s.srv = NewServer(s.store)
-	s.srv.Observe = func(method, _ string, _ time.Duration, _ error) {
+	s.srv.Observe = func(method, _ string, _ time.Duration, err error) {
 		s.mu.Lock()
 		s.seen[method]++
+		if err != nil {
+			s.failed[method]++
+		}
 		s.mu.Unlock()
 	}
 	if s.lin != nil {
@@ -552,10 +556,11 @@ func TestStreamBoundsUnanswered(t *testing.T) {
 }
 
 // TestWriteBatchOpFailsAlone: an invalid write in a WriteBatch gets the
-// error a Put would have got; the others are written.
+// error a Put would have got; the others are written. The request counts as
+// failed in the metrics.
 func TestWriteBatchOpFailsAlone(t *testing.T) {
 	c := newCluster(t, sites3...)
-	cl, _ := c.serve("us-east-1", nil)
+	cl, srv := c.serve("us-east-1", nil)
 	ctx := ctxT(t)
 	resp, err := cl.KV.WriteBatch(ctx, &kvpb.WriteBatchRequest{Wait: "majority", Ops: []*kvpb.WriteOp{
 		{Key: "ckpt/1", Value: []byte("a")},
@@ -583,5 +588,13 @@ func TestWriteBatchOpFailsAlone(t *testing.T) {
 	resp, err = cl.KV.WriteBatch(ctx, &kvpb.WriteBatchRequest{Wait: "majority(", Ops: []*kvpb.WriteOp{{Key: "k", Value: []byte("v")}}})
 	if err != nil || codes.Code(resp.Results[0].Code) != codes.InvalidArgument || resp.Results[0].Write != nil {
 		t.Errorf("bad wait: %v %v", resp, err)
+	}
+	if _, err := cl.KV.WriteBatch(ctx, &kvpb.WriteBatchRequest{Wait: "majority", Ops: []*kvpb.WriteOp{{Key: "k", Value: []byte("v")}}}); err != nil {
+		t.Fatal(err)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.seen["write_batch"] != 3 || srv.failed["write_batch"] != 2 {
+		t.Errorf("observed %d write_batch requests, %d failed; want 3, 2 (the two with a failed op)", srv.seen["write_batch"], srv.failed["write_batch"])
 	}
 }

@@ -156,7 +156,7 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 
 func (s *Site) serveGRPC(l net.Listener, tlsCfg *tls.Config) {
 	reqs := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kv_request_duration_seconds",
-		Help:    "Client requests by method and predicate, from arrival to answer.",
+		Help:    "Client requests by method and predicate, from arrival to answer; outcome is error when the request, or any op of a write_batch, failed.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 20)}, []string{"method", "predicate", "outcome"})
 	s.reg.MustRegister(reqs)
 	srv := kv.NewServer(s.store)
