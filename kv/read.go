@@ -133,6 +133,15 @@ func (s *Store) Scan(ctx context.Context, prefix string, limit int, o ReadOption
 	if err := s.waitSession(ctx, o.Session); err != nil {
 		return nil, err
 	}
+	// Pending writes before the state, as in latest.
+	var pending []Version
+	s.mu.Lock()
+	for k, p := range s.mu.pending {
+		if strings.HasPrefix(k, prefix) {
+			pending = append(pending, p)
+		}
+	}
+	s.mu.Unlock()
 	merged := map[string]Version{}
 	var keys []string
 	err := s.state.scan(prefix, 0, func(v Version) error {
@@ -143,19 +152,14 @@ func (s *Store) Scan(ctx context.Context, prefix string, limit int, o ReadOption
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	for k, p := range s.mu.pending {
-		if !strings.HasPrefix(k, prefix) {
-			continue
-		}
-		if cur, ok := merged[k]; !ok || p.Newer(&cur) {
+	for _, p := range pending {
+		if cur, ok := merged[p.Key]; !ok || p.Newer(&cur) {
 			if !ok {
-				keys = append(keys, k)
+				keys = append(keys, p.Key)
 			}
-			merged[k] = p
+			merged[p.Key] = p
 		}
 	}
-	s.mu.Unlock()
 	slices.Sort(keys)
 	var out []Version
 	for _, k := range keys {

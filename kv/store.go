@@ -503,15 +503,18 @@ func countSet(ss ...string) int {
 	return n
 }
 
-// latest is the local state, own unapplied writes included.
+// latest is the local state, own unapplied writes included. It looks at
+// the pending writes before the state: Apply writes a version to the state
+// before it drops it from pending, so each version is seen in one or the
+// other (the other order missed a write applied in between).
 func (s *Store) latest(key string) (Version, bool, error) {
+	s.mu.Lock()
+	p, ok := s.mu.pending[key]
+	s.mu.Unlock()
 	v, found, err := s.state.latest(key)
 	if err != nil {
 		return Version{}, false, err
 	}
-	s.mu.Lock()
-	p, ok := s.mu.pending[key]
-	s.mu.Unlock()
 	if ok && (!found || p.Newer(&v)) {
 		return p, true, nil
 	}
