@@ -66,8 +66,9 @@ type Config struct {
 	Logger hclog.Logger
 	// Registerer for metrics; default: none registered.
 	Registerer prometheus.Registerer
-	// TickInterval is the core's unit of time: acks are coalesced at most
-	// one tick, heartbeats and resends count ticks. Default 1ms.
+	// TickInterval is the core's unit of time: acks of levels above
+	// persisted are coalesced for at most one tick (received and persisted
+	// acks leave at once), heartbeats and resends count ticks. Default 1ms.
 	TickInterval time.Duration
 	// Core tunes the protocol core (batch sizes, in-flight bytes, tick
 	// counts); Site, Schema, Predicates, Storage and Rand are set by the
