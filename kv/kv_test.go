@@ -14,6 +14,7 @@ import (
 
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/stabilizer"
+	"github.com/stabilizer/stabilizer/stabilizer/core"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -165,6 +166,35 @@ func TestLocalWritesVisibleAtOnce(t *testing.T) {
 	vs, err := s.Scan(ctxT(t), "", 0, ReadOptions{})
 	if err != nil || len(vs) != 1 || vs[0].Key != "k" {
 		t.Fatalf("scan: %v %v", vs, err)
+	}
+}
+
+// TestScanHidesOwnWriteDeletedLater: a site's own write not yet applied
+// is older than a delete of its key from another site that was applied.
+// Scan must agree with Get that the key is gone. (The pending write is
+// put in place by hand: a real one is applied within microseconds.)
+func TestScanHidesOwnWriteDeletedLater(t *testing.T) {
+	c := newCluster(t, "us-east-1", "eu-west-1")
+	us, eu := c.stores["us-east-1"], c.stores["eu-west-1"]
+	if _, err := us.Put(ctxT(t), "job/7", []byte("v"), WriteOptions{Wait: "none"}); err != nil {
+		t.Fatal(err)
+	}
+	del, err := us.Delete(ctxT(t), "job/7", WriteOptions{Wait: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nodes["eu-west-1"].WaitFor(ctxT(t), streamOf(del), "applied(self)", del.Seq); err != nil {
+		t.Fatal(err)
+	}
+	eu.mu.Lock()
+	eu.mu.pending["job/7"] = Version{Key: "job/7", Value: []byte("older"), Origin: "eu-west-1", Seq: 1 << 40, HLC: core.HLC{Wall: 1}}
+	eu.mu.Unlock()
+	if v, found, err := eu.latest("job/7"); err != nil || !found || !v.Deleted {
+		t.Fatalf("latest: %+v %v %v: want the delete", v, found, err)
+	}
+	vs, err := eu.Scan(ctxT(t), "job/", 0, ReadOptions{})
+	if err != nil || len(vs) != 0 {
+		t.Fatalf("scan: %+v %v: want nothing, the key was deleted after the pending write", vs, err)
 	}
 }
 

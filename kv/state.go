@@ -209,15 +209,17 @@ func (s *state) winner(key string, start, end []byte) (Version, bool, error) {
 }
 
 // scan calls fn for the winning version of each key with the prefix, in key
-// order, up to limit keys (0: no limit), deleted keys skipped. It reads the
-// first versions of each key and skips the older ones.
+// order, up to limit keys (0: no limit). A deleted key's winner is its
+// delete, passed on too: a caller merging older versions from elsewhere
+// (Store.Scan's pending writes) must know the key was deleted after them.
+// It reads the first versions of each key and skips the older ones.
 func (s *state) scan(prefix string, limit int, fn func(Version) error) error {
 	start := escapeKey([]byte{prefixVersion}, prefix)
 	n := 0
 	var cur Version
 	have := false
 	emit := func() error {
-		if !have || cur.Deleted {
+		if !have {
 			return nil
 		}
 		if err := fn(cur); err != nil {

@@ -111,6 +111,10 @@ func TestScanReadsTheWinnerOfEachKey(t *testing.T) {
 	scan := func(prefix string, limit int) string {
 		var out []string
 		if err := s.scan(prefix, limit, func(v Version) error {
+			if v.Deleted {
+				out = append(out, fmt.Sprintf("%q deleted", v.Key))
+				return nil
+			}
 			out = append(out, fmt.Sprintf("%q=%s", v.Key, v.Value))
 			return nil
 		}); err != nil {
@@ -118,13 +122,13 @@ func TestScanReadsTheWinnerOfEachKey(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-	if got, want := scan("job", 0), `"job"=a10 "job\x00x"=nul "job/1"=b20 "job/2"=v49`; got != want {
+	if got, want := scan("job", 0), `"job"=a10 "job\x00x"=nul "job/1"=b20 "job/2"=v49 "job/3" deleted`; got != want {
 		t.Errorf("scan job:\n got %s\nwant %s", got, want)
 	}
 	if got, want := scan("", 2), `"jo"=short "job"=a10`; got != want {
 		t.Errorf("scan with limit 2: got %s, want %s", got, want)
 	}
-	if got, want := scan("job/", 0), `"job/1"=b20 "job/2"=v49`; got != want {
+	if got, want := scan("job/", 0), `"job/1"=b20 "job/2"=v49 "job/3" deleted`; got != want {
 		t.Errorf("scan job/: got %s, want %s", got, want)
 	}
 	if v, found, err := s.at("job/2", h(120)); err != nil || !found || string(v.Value) != "v20" {
