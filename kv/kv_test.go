@@ -40,6 +40,11 @@ type cluster struct {
 func newCluster(t testing.TB, sites ...string) *cluster {
 	c := &cluster{t: t, net: stabilizer.NewMemNetwork(), dirs: map[string]string{}, nodes: map[string]*stabilizer.Node{},
 		stores: map[string]*Store{}, schema: &frontier.Schema{Sites: sites}}
+	for _, s := range sites {
+		c.dirs[s] = t.TempDir()
+	}
+	// Registered after TempDir's cleanups, so it runs before them: the
+	// nodes stop before their folders are removed.
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
 			n.Close()
@@ -47,7 +52,6 @@ func newCluster(t testing.TB, sites ...string) *cluster {
 		c.net.Close()
 	})
 	for _, s := range sites {
-		c.dirs[s] = t.TempDir()
 		c.start(s)
 	}
 	return c
