@@ -38,7 +38,10 @@
 // any number of goroutines write at once, each call gets its own answer as
 // soon as its wait holds, and the site appends whatever writes have arrived
 // together (one batch per wait and timeout), so a write never waits for
-// another to be answered. A call whose ctx ends returns at once (the write
+// another to be answered. Writes queued while the stream's sender is busy
+// go in one message, and answers ready together come back in one, once
+// both ends said they read such messages (older sites and clients get one
+// write per message): gRPC's cost per message is then paid per batch. A call whose ctx ends returns at once (the write
 // may still be made, as a unary request in flight may be). If the stream
 // breaks, every unanswered write fails with codes.Unavailable and the next
 // write opens a new stream. With Client.Unary each write is one unary

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/stabilizer/stabilizer/kv/kvpb"
@@ -16,8 +17,8 @@ import (
 // streamWriter is one Writes stream of a Client. Calls queue their requests
 // and wait for their call's done; two goroutines serve the stream, whatever
 // the number of calls: run opens it and sends what is queued, as much as
-// has been queued each time it wakes, and read hands each reply to its call
-// by id.
+// has been queued each time it wakes (in batches once the site said it
+// reads them), and read hands each reply to its call by id.
 type streamWriter struct {
 	c      *Client
 	ctx    context.Context // ends when the stream breaks or the client closes
@@ -26,6 +27,9 @@ type streamWriter struct {
 	// retired is set once the stream takes no more writes: it broke, or
 	// the site asked to close it.
 	retired atomic.Bool
+	// batched is set once the site's header says it reads several writes
+	// in one message; until then each goes alone.
+	batched atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -104,7 +108,7 @@ func (w *streamWriter) abandon(cl *call) bool {
 // run opens the stream, starts read, and sends until the stream breaks or
 // the site asks to close it.
 func (w *streamWriter) run() {
-	stream, err := w.c.KV.Writes(w.ctx)
+	stream, err := w.c.KV.Writes(metadata.AppendToOutgoingContext(w.ctx, batchKey, "1"))
 	if err != nil {
 		w.fail(err)
 		return
@@ -142,22 +146,57 @@ func (w *streamWriter) run() {
 				}
 				break
 			}
-			for i, cl := range batch {
-				if err := stream.Send(&cl.req); err != nil {
+			for i := 0; i < len(batch); {
+				n, err := w.sendSome(stream, batch[i:])
+				if err != nil {
 					// io.EOF: the stream ended, and read learns why.
 					if !errors.Is(err, io.EOF) {
 						w.fail(err)
 					}
 					return
 				}
-				batch[i] = nil
+				clear(batch[i : i+n])
+				i += n
 			}
 		}
 	}
 }
 
+// maxBatchWrites bounds the writes in one message; their keys, values and
+// waits together stay within streamMaxBytes, which every site reads.
+const maxBatchWrites = 256
+
+// sendSome sends the first of batch, or as many as one message takes once
+// the site reads batches, and returns how many it sent. A batch goes in a
+// message of its own, so that no call's request is changed while its
+// answer may be arriving.
+func (w *streamWriter) sendSome(stream kvpb.KV_WritesClient, batch []*call) (int, error) {
+	n, size := 0, 0
+	for n < len(batch) && n < maxBatchWrites {
+		r := &batch[n].req
+		size += len(r.Key) + len(r.Value) + len(r.Wait) + 32
+		if n > 0 && size > streamMaxBytes {
+			break
+		}
+		n++
+	}
+	if !w.batched.Load() || n == 1 {
+		return 1, stream.Send(&batch[0].req)
+	}
+	env := &kvpb.WriteRequest{More: make([]*kvpb.WriteRequest, n)}
+	for i, cl := range batch[:n] {
+		env.More[i] = &cl.req
+	}
+	return n, stream.Send(env)
+}
+
 // read hands each reply to its call until the stream ends.
 func (w *streamWriter) read(stream kvpb.KV_WritesClient) {
+	// The site sends its header when the stream opens; an older site
+	// only with its first answer, and without the key.
+	if md, err := stream.Header(); err == nil && len(md.Get(batchKey)) > 0 {
+		w.batched.Store(true)
+	}
 	for {
 		r, err := stream.Recv()
 		if err != nil {
@@ -167,22 +206,32 @@ func (w *streamWriter) read(stream kvpb.KV_WritesClient) {
 			w.fail(err)
 			return
 		}
-		if r.Id == 0 {
+		switch {
+		case r.Id != 0:
+			w.answer(r)
+		case len(r.More) > 0:
+			for _, a := range r.More {
+				w.answer(a)
+			}
+		default:
 			w.close()
-			continue
 		}
-		w.mu.Lock()
-		cl := w.mu.pending[r.Id]
-		delete(w.mu.pending, r.Id)
-		abandoned := cl != nil && cl.abandoned
-		if cl != nil && !abandoned {
-			cl.reply = r
-			cl.done <- struct{}{}
-		}
-		w.mu.Unlock()
-		if abandoned {
-			w.c.remember(r.Write)
-		}
+	}
+}
+
+// answer hands r to its call.
+func (w *streamWriter) answer(r *kvpb.WriteReply) {
+	w.mu.Lock()
+	cl := w.mu.pending[r.Id]
+	delete(w.mu.pending, r.Id)
+	abandoned := cl != nil && cl.abandoned
+	if cl != nil && !abandoned {
+		cl.reply = r
+		cl.done <- struct{}{}
+	}
+	w.mu.Unlock()
+	if abandoned {
+		w.c.remember(r.Write)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/stabilizer/stabilizer/kv/kvpb"
@@ -25,8 +26,25 @@ func (s *Server) Writes(stream kvpb.KV_WritesServer) error {
 	w := &writeStream{s: s, stream: stream, slots: make(chan struct{}, MaxUnanswered),
 		readWake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1)}
 	w.mu.waits = map[waitKey][]*waitingBatch{}
+	if md, _ := metadata.FromIncomingContext(stream.Context()); len(md.Get(batchKey)) > 0 {
+		// The header goes out now, not with the first answer, so that the
+		// client can batch its first writes.
+		if err := stream.SendHeader(metadata.Pairs(batchKey, "1")); err != nil {
+			return err
+		}
+		w.batch = true
+	}
 	return w.run()
 }
+
+// batchKey is the metadata key by which a Writes client and site say they
+// read messages carrying several writes or answers (WriteRequest.More,
+// WriteReply.More): one gRPC message, and its framing, per batch instead
+// of per write, on both sides.
+const batchKey = "kv-writes-batch"
+
+// maxBatchReplies bounds the answers in one message.
+const maxBatchReplies = 256
 
 // Drain asks the client of every Writes stream, open or opened later, to
 // close it: the client sends no more on it, the site answers what it has
@@ -36,8 +54,9 @@ func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // writeStream is the site's side of one Writes stream. Its goroutines:
 //
-//   - the handler's reads requests (taking one of MaxUnanswered slots per
-//     write first, so it stops reading while they are all taken);
+//   - the handler's reads requests, one write or a batch per message
+//     (taking one of MaxUnanswered slots per write, so it stops reading
+//     while they are all taken);
 //   - process takes whatever has been read, appends it as one batch per
 //     wait and timeout, answers refused writes and those that wait for
 //     nothing, and queues each other batch for its waiter;
@@ -47,8 +66,10 @@ func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 //     soon as it holds, with one WaitFor per batch;
 //   - one per write of a linearizable key, made through the Raft group as
 //     Put makes it;
-//   - send, the only one that sends: it sends queued answers, freeing
-//     their slots, and the request to close the stream after Server.Drain.
+//   - send, the only one that sends: it sends queued answers (together,
+//     up to maxBatchReplies a message, to a client that reads batches),
+//     freeing their slots, and the request to close the stream after
+//     Server.Drain.
 //
 // The handler returns once all of them have ended: when the client closes
 // its side, after answering every write read; when the stream breaks, at
@@ -60,6 +81,7 @@ type writeStream struct {
 	readWake chan struct{} // cap 1: requests were read, or reading ended
 	sendWake chan struct{} // cap 1: answers were queued, or no more will be
 	work     sync.WaitGroup
+	batch    bool // the client reads answers in batches
 
 	mu struct {
 		sync.Mutex
@@ -136,22 +158,67 @@ func (w *writeStream) read() error {
 		if err != nil {
 			return err
 		}
-		if req.Id == 0 {
-			// Its answer would read as the request to close the stream.
-			return status.Error(codes.InvalidArgument, "kv: a write's id must not be 0")
+		reqs, err := w.unbatch(req)
+		if err != nil {
+			return err
 		}
-		sw := streamWrite{req: req}
+		var at time.Time
 		if observe {
-			sw.read = time.Now()
+			at = time.Now()
 		}
-		w.mu.Lock()
-		w.mu.in = append(w.mu.in, sw)
-		first := len(w.mu.in) == 1
-		w.mu.Unlock()
-		if first {
-			signal(w.readWake)
+		in := make([]streamWrite, 0, len(reqs))
+		for i, r := range reqs {
+			// The first has the slot taken before reading. The others
+			// take theirs; those that have one go on before waiting.
+			if i > 0 {
+				select {
+				case w.slots <- struct{}{}:
+				default:
+					w.hand(in)
+					in = in[:0]
+					select {
+					case w.slots <- struct{}{}:
+					case <-ctx.Done():
+						return status.FromContextError(ctx.Err()).Err()
+					}
+				}
+			}
+			in = append(in, streamWrite{req: r, read: at})
+		}
+		w.hand(in)
+	}
+}
+
+// hand gives writes read to process.
+func (w *writeStream) hand(in []streamWrite) {
+	if len(in) == 0 {
+		return
+	}
+	w.mu.Lock()
+	w.mu.in = append(w.mu.in, in...)
+	first := len(w.mu.in) == len(in)
+	w.mu.Unlock()
+	if first {
+		signal(w.readWake)
+	}
+}
+
+// unbatch returns the writes a message carries: itself, or those in More.
+func (w *writeStream) unbatch(req *kvpb.WriteRequest) ([]*kvpb.WriteRequest, error) {
+	reqs := []*kvpb.WriteRequest{req}
+	if req.Id == 0 && len(req.More) > 0 {
+		reqs = req.More
+	}
+	for _, r := range reqs {
+		if r.Id == 0 {
+			// Its answer would read as the request to close the stream.
+			return nil, status.Error(codes.InvalidArgument, "kv: a write's id must not be 0")
+		}
+		if len(r.More) > 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "kv: write %d carries more writes: only a message with id 0 may", r.Id)
 		}
 	}
+	return reqs, nil
 }
 
 // process appends what has been read, without waiting for more, until
@@ -305,6 +372,20 @@ func (w *writeStream) reply(sw streamWrite, res WriteResult, err error) *answer 
 	return a
 }
 
+// sendSome sends the first of batch, or as many as one message takes if
+// the client reads batches, and returns how many it sent.
+func (w *writeStream) sendSome(batch []*answer) (int, error) {
+	n := min(len(batch), maxBatchReplies)
+	if !w.batch || n == 1 {
+		return 1, w.stream.Send(&batch[0].reply)
+	}
+	env := &kvpb.WriteReply{More: make([]*kvpb.WriteReply, n)}
+	for i, a := range batch[:n] {
+		env.More[i] = &a.reply
+	}
+	return n, w.stream.Send(env)
+}
+
 // free returns a sent answer for reuse.
 func (w *writeStream) free(a *answer) {
 	a.reply = kvpb.WriteReply{}
@@ -337,16 +418,20 @@ func (w *writeStream) send() {
 		batch, w.mu.replies = w.mu.replies, batch[:0]
 		done := w.mu.sendDone
 		w.mu.Unlock()
-		for i, a := range batch {
-			if err := w.stream.Send(&a.reply); err != nil {
+		for i := 0; i < len(batch); {
+			n, err := w.sendSome(batch[i:])
+			if err != nil {
 				// The stream is broken: its context ends, and with it
 				// every other goroutine's work.
 				return
 			}
-			// Send encoded it: it can go.
-			w.free(a)
-			batch[i] = nil
-			<-w.slots
+			for _, a := range batch[i : i+n] {
+				// Send encoded it: it can go.
+				w.free(a)
+				<-w.slots
+			}
+			clear(batch[i : i+n])
+			i += n
 		}
 		if len(batch) > 0 {
 			continue

@@ -10,12 +10,15 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/stabilizer/stabilizer/kv/kvpb"
@@ -37,6 +40,8 @@ type served struct {
 	seen    map[string]int // requests per method
 	failed  map[string]int // requests per method that Observe was told failed
 	streams int            // Writes streams open
+	// wrap, if set, wraps each stream the server serves from then on.
+	wrap func(grpc.ServerStream) grpc.ServerStream
 }
 
 // serve serves site's store (and lin's keys, if not nil) and returns a
@@ -68,6 +73,9 @@ func (s *served) start(addr string) {
 	count := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		s.mu.Lock()
 		s.streams++
+		if s.wrap != nil {
+			ss = s.wrap(ss)
+		}
 		s.mu.Unlock()
 		defer func() {
 			s.mu.Lock()
@@ -596,5 +604,255 @@ func TestWriteBatchOpFailsAlone(t *testing.T) {
 	defer srv.mu.Unlock()
 	if srv.seen["write_batch"] != 3 || srv.failed["write_batch"] != 2 {
 		t.Errorf("observed %d write_batch requests, %d failed; want 3, 2 (the two with a failed op)", srv.seen["write_batch"], srv.failed["write_batch"])
+	}
+}
+
+// oldSite is a Writes stream as a site before batches sees it: without the
+// client's metadata. It counts the messages that carried several writes.
+type oldSite struct {
+	grpc.ServerStream
+	batches *atomic.Int64
+}
+
+type countBatches oldSite
+
+func (o countBatches) RecvMsg(m any) error { return oldSite(o).RecvMsg(m) }
+
+func (o oldSite) Context() context.Context {
+	return metadata.NewIncomingContext(o.ServerStream.Context(), metadata.MD{})
+}
+
+func (o oldSite) RecvMsg(m any) error {
+	err := o.ServerStream.RecvMsg(m)
+	if r, ok := m.(*kvpb.WriteRequest); ok && err == nil && len(r.More) > 0 {
+		o.batches.Add(1)
+	}
+	return err
+}
+
+// gatedStream holds the client's second message until gate closes, so
+// that writes queue behind it.
+type gatedStream struct {
+	grpc.ClientStream
+	gate chan struct{}
+	sent *atomic.Int64
+}
+
+func (g gatedStream) SendMsg(m any) error {
+	if g.sent.Add(1) == 2 {
+		<-g.gate
+	}
+	return g.ClientStream.SendMsg(m)
+}
+
+// TestStreamBatchesOnlyForSitesThatReadThem: writes queue in the client
+// while its second message is held; then, to a site that announced
+// batches, they go in one message, and to one that did not, each alone.
+func TestStreamBatchesOnlyForSitesThatReadThem(t *testing.T) {
+	for _, old := range []bool{true, false} {
+		t.Run(map[bool]string{true: "old site", false: "site"}[old], func(t *testing.T) {
+			c := newCluster(t, "us-east-1")
+			_, srv := c.serve("us-east-1", nil)
+			var batches atomic.Int64
+			srv.wrap = func(ss grpc.ServerStream) grpc.ServerStream {
+				if old {
+					return oldSite{ss, &batches}
+				}
+				return countBatches{ss, &batches}
+			}
+			gate := make(chan struct{})
+			var sent atomic.Int64
+			gated := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				cs, err := streamer(ctx, desc, cc, method, opts...)
+				return gatedStream{cs, gate, &sent}, err
+			}
+			cl, err := Dial(srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStreamInterceptor(gated))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx := ctxT(t)
+			// The answer to the first write comes after the site's header.
+			if _, err := cl.Put(ctx, "first", nil, "local", 0); err != nil {
+				t.Fatal(err)
+			}
+			const n = 65
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			wg.Go(func() { _, errs[0] = cl.Put(ctx, "held", nil, "local", 0) })
+			waitUntil(t, func() bool { return sent.Load() == 2 })
+			for i := 1; i < n; i++ {
+				wg.Go(func() { _, errs[i] = cl.Put(ctx, fmt.Sprintf("k/%d", i), []byte("v"), "local", 0) })
+			}
+			cl.stream.Lock()
+			w := cl.stream.cur
+			cl.stream.Unlock()
+			waitUntil(t, func() bool {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				return len(w.mu.queue) == n-1
+			})
+			close(gate)
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("write %d: %v", i, err)
+				}
+			}
+			switch got := batches.Load(); {
+			case old && got != 0:
+				t.Fatalf("the client sent %d batches to a site that did not announce them", got)
+			case !old && got != 1:
+				t.Fatalf("%d writes queued behind a held message went in %d batches, want 1", n-1, got)
+			}
+			if got := c.head("us-east-1"); got != n+1 {
+				t.Fatalf("the site appended %d writes, want %d", got, n+1)
+			}
+		})
+	}
+}
+
+// TestStreamBatchMessages: the wire contract of batches, from a raw client:
+// the site announces them only to a client that asks; a batch's writes are
+// answered each by its id; a malformed batch ends the stream with
+// InvalidArgument.
+func TestStreamBatchMessages(t *testing.T) {
+	c := newCluster(t, "us-east-1")
+	cl, _ := c.serve("us-east-1", nil)
+	open := func(ask bool) kvpb.KV_WritesClient {
+		ctx := ctxT(t)
+		if ask {
+			ctx = metadata.AppendToOutgoingContext(ctx, batchKey, "1")
+		}
+		st, err := cl.KV.Writes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	for _, ask := range []bool{false, true} {
+		st := open(ask)
+		if err := st.Send(&kvpb.WriteRequest{Id: 1, Key: "solo", Wait: "local"}); err != nil {
+			t.Fatal(err)
+		}
+		md, err := st.Header()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(md.Get(batchKey)) > 0; got != ask {
+			t.Fatalf("client asked for batches: %v; site announced them: %v", ask, got)
+		}
+		if r, err := st.Recv(); err != nil || r.Id != 1 || r.Code != 0 || len(r.More) != 0 {
+			t.Fatalf("answer to a lone write: %v %v", r, err)
+		}
+		_ = st.CloseSend()
+	}
+
+	st := open(true)
+	env := &kvpb.WriteRequest{}
+	for id := uint64(10); id < 13; id++ {
+		env.More = append(env.More, &kvpb.WriteRequest{Id: id, Key: fmt.Sprintf("b/%d", id), Value: []byte("v"), Wait: "local"})
+	}
+	if err := st.Send(env); err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint64]uint32{}
+	for len(got) < 3 {
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers := []*kvpb.WriteReply{r}
+		if r.Id == 0 {
+			answers = r.More
+		}
+		for _, a := range answers {
+			got[a.Id] = a.Code
+		}
+	}
+	if want := map[uint64]uint32{10: 0, 11: 0, 12: 0}; !maps.Equal(got, want) {
+		t.Fatalf("answers (id: code) %v, want %v", got, want)
+	}
+	_ = st.CloseSend()
+
+	for _, bad := range []*kvpb.WriteRequest{
+		{More: []*kvpb.WriteRequest{{Id: 1, Key: "a"}, {Id: 0, Key: "b"}}},
+		{More: []*kvpb.WriteRequest{{Id: 1, Key: "a", More: []*kvpb.WriteRequest{{Id: 2, Key: "b"}}}}},
+	} {
+		st := open(true)
+		if err := st.Send(bad); err != nil {
+			t.Fatal(err)
+		}
+		_, err := st.Recv()
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("malformed batch %v: %v, want InvalidArgument", bad, err)
+		}
+	}
+}
+
+// sentMsgs is a client stream that keeps what is sent on it.
+type sentMsgs struct {
+	kvpb.KV_WritesClient
+	msgs []*kvpb.WriteRequest
+}
+
+func (s *sentMsgs) Send(m *kvpb.WriteRequest) error {
+	s.msgs = append(s.msgs, m)
+	return nil
+}
+
+// TestClientBatchSizes: once the site reads batches, the client puts as
+// many queued writes in one message as maxBatchWrites and streamMaxBytes
+// allow, a write too large to share a message alone; before, one each.
+func TestClientBatchSizes(t *testing.T) {
+	calls := func(n, valueBytes int) []*call {
+		cs := make([]*call, n)
+		for i := range cs {
+			cs[i] = &call{req: kvpb.WriteRequest{Id: uint64(i + 1), Key: fmt.Sprintf("k/%d", i), Value: make([]byte, valueBytes)}}
+		}
+		return cs
+	}
+	sizes := func(batched bool, cs []*call) []int {
+		w := &streamWriter{}
+		w.batched.Store(batched)
+		st := &sentMsgs{}
+		for i := 0; i < len(cs); {
+			n, err := w.sendSome(st, cs[i:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			i += n
+		}
+		var out []int
+		next := uint64(1)
+		for _, m := range st.msgs {
+			ws := []*kvpb.WriteRequest{m}
+			if m.Id == 0 {
+				ws = m.More
+			}
+			for _, r := range ws {
+				if r.Id != next {
+					t.Fatalf("write %d sent where %d was due", r.Id, next)
+				}
+				next++
+			}
+			out = append(out, len(ws))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		batched   bool
+		n, value  int
+		wantSizes string
+	}{
+		{false, 3, 10, "[1 1 1]"},
+		{true, 1, 10, "[1]"},
+		{true, 300, 10, "[256 44]"},
+		{true, 4, 30 << 10, "[2 2]"},
+		{true, 2, 64 << 10, "[1 1]"},
+	} {
+		if got := fmt.Sprint(sizes(tc.batched, calls(tc.n, tc.value))); got != tc.wantSizes {
+			t.Errorf("batched %v, %d writes of %d bytes: messages of %s writes, want %s", tc.batched, tc.n, tc.value, got, tc.wantSizes)
+		}
 	}
 }

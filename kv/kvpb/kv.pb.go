@@ -529,8 +529,13 @@ type WriteRequest struct {
 	Value  []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
 	Delete bool   `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
 	// wait and timeout_ms are those of Put.
-	Wait          string `protobuf:"bytes,5,opt,name=wait,proto3" json:"wait,omitempty"`
-	TimeoutMs     int64  `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Wait      string `protobuf:"bytes,5,opt,name=wait,proto3" json:"wait,omitempty"`
+	TimeoutMs int64  `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// more carries several writes in one message, in order, each answered
+	// alone: such a message has id 0 and no write of its own, and its writes
+	// have no more. A client sends one only once the site's response header
+	// holds "kv-writes-batch".
+	More          []*WriteRequest `protobuf:"bytes,7,rep,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -607,6 +612,13 @@ func (x *WriteRequest) GetTimeoutMs() int64 {
 	return 0
 }
 
+func (x *WriteRequest) GetMore() []*WriteRequest {
+	if x != nil {
+		return x.More
+	}
+	return nil
+}
+
 // WriteReply answers one WriteRequest, or, with id 0, asks the client to
 // close the stream: the site is shutting down. It answers the writes it has
 // read before the client closes its side, then ends the stream.
@@ -618,8 +630,12 @@ type WriteReply struct {
 	Write *WriteResponse `protobuf:"bytes,2,opt,name=write,proto3" json:"write,omitempty"`
 	// code (a gRPC status code, 0 for OK) and error say why the write
 	// failed, as a unary Put would have said.
-	Code          uint32 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
-	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Code  uint32 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// more carries several answers in one message: such a message has id 0
+	// and nothing else (so it is not the request to close). A site sends one
+	// only to a client whose request metadata holds "kv-writes-batch".
+	More          []*WriteReply `protobuf:"bytes,5,rep,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -680,6 +696,13 @@ func (x *WriteReply) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *WriteReply) GetMore() []*WriteReply {
+	if x != nil {
+		return x.More
+	}
+	return nil
 }
 
 type WriteResponse struct {
@@ -2331,7 +2354,7 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\x04code\x18\x02 \x01(\rR\x04code\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\"O\n" +
 	"\x12WriteBatchResponse\x129\n" +
-	"\aresults\x18\x01 \x03(\v2\x1f.stabilizer.kv.v1.WriteOpResultR\aresults\"\x91\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.stabilizer.kv.v1.WriteOpResultR\aresults\"\xc5\x01\n" +
 	"\fWriteRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
@@ -2339,13 +2362,15 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\x06delete\x18\x04 \x01(\bR\x06delete\x12\x12\n" +
 	"\x04wait\x18\x05 \x01(\tR\x04wait\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\"}\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x122\n" +
+	"\x04more\x18\a \x03(\v2\x1e.stabilizer.kv.v1.WriteRequestR\x04more\"\xaf\x01\n" +
 	"\n" +
 	"WriteReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
 	"\x05write\x18\x02 \x01(\v2\x1f.stabilizer.kv.v1.WriteResponseR\x05write\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\rR\x04code\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"b\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x120\n" +
+	"\x04more\x18\x05 \x03(\v2\x1c.stabilizer.kv.v1.WriteReplyR\x04more\"b\n" +
 	"\rWriteResponse\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12'\n" +
@@ -2556,56 +2581,58 @@ var file_kv_kvpb_kv_proto_depIdxs = []int32{
 	4,  // 1: stabilizer.kv.v1.WriteBatchRequest.ops:type_name -> stabilizer.kv.v1.WriteOp
 	10, // 2: stabilizer.kv.v1.WriteOpResult.write:type_name -> stabilizer.kv.v1.WriteResponse
 	6,  // 3: stabilizer.kv.v1.WriteBatchResponse.results:type_name -> stabilizer.kv.v1.WriteOpResult
-	10, // 4: stabilizer.kv.v1.WriteReply.write:type_name -> stabilizer.kv.v1.WriteResponse
-	0,  // 5: stabilizer.kv.v1.WriteResponse.hlc:type_name -> stabilizer.kv.v1.HLC
-	36, // 6: stabilizer.kv.v1.GetRequest.session:type_name -> stabilizer.kv.v1.GetRequest.SessionEntry
-	1,  // 7: stabilizer.kv.v1.GetResponse.version:type_name -> stabilizer.kv.v1.Version
-	0,  // 8: stabilizer.kv.v1.GetResponse.snapshot:type_name -> stabilizer.kv.v1.HLC
-	37, // 9: stabilizer.kv.v1.ScanRequest.session:type_name -> stabilizer.kv.v1.ScanRequest.SessionEntry
-	1,  // 10: stabilizer.kv.v1.ScanResponse.versions:type_name -> stabilizer.kv.v1.Version
-	1,  // 11: stabilizer.kv.v1.WatchEvent.version:type_name -> stabilizer.kv.v1.Version
-	1,  // 12: stabilizer.kv.v1.LocalGetResponse.version:type_name -> stabilizer.kv.v1.Version
-	0,  // 13: stabilizer.kv.v1.Frontier.hlc:type_name -> stabilizer.kv.v1.HLC
-	24, // 14: stabilizer.kv.v1.FrontierResponse.acks:type_name -> stabilizer.kv.v1.AckRow
-	23, // 15: stabilizer.kv.v1.FrontierResponse.frontiers:type_name -> stabilizer.kv.v1.Frontier
-	27, // 16: stabilizer.kv.v1.ListPredicatesResponse.predicates:type_name -> stabilizer.kv.v1.PredicateDef
-	38, // 17: stabilizer.kv.v1.StatusResponse.groups:type_name -> stabilizer.kv.v1.StatusResponse.GroupsEntry
-	32, // 18: stabilizer.kv.v1.StatusResponse.peers:type_name -> stabilizer.kv.v1.PeerStatus
-	33, // 19: stabilizer.kv.v1.StatusResponse.streams:type_name -> stabilizer.kv.v1.StreamSummary
-	35, // 20: stabilizer.kv.v1.StatusResponse.lin:type_name -> stabilizer.kv.v1.LinStatus
-	2,  // 21: stabilizer.kv.v1.KV.Put:input_type -> stabilizer.kv.v1.PutRequest
-	3,  // 22: stabilizer.kv.v1.KV.Delete:input_type -> stabilizer.kv.v1.DeleteRequest
-	5,  // 23: stabilizer.kv.v1.KV.WriteBatch:input_type -> stabilizer.kv.v1.WriteBatchRequest
-	8,  // 24: stabilizer.kv.v1.KV.Writes:input_type -> stabilizer.kv.v1.WriteRequest
-	11, // 25: stabilizer.kv.v1.KV.Get:input_type -> stabilizer.kv.v1.GetRequest
-	13, // 26: stabilizer.kv.v1.KV.Scan:input_type -> stabilizer.kv.v1.ScanRequest
-	15, // 27: stabilizer.kv.v1.KV.Watch:input_type -> stabilizer.kv.v1.WatchRequest
-	17, // 28: stabilizer.kv.v1.KV.CompareAndSwap:input_type -> stabilizer.kv.v1.CASRequest
-	18, // 29: stabilizer.kv.v1.KV.Lease:input_type -> stabilizer.kv.v1.LeaseRequest
-	20, // 30: stabilizer.kv.v1.KV.LocalGet:input_type -> stabilizer.kv.v1.LocalGetRequest
-	22, // 31: stabilizer.kv.v1.Admin.Frontier:input_type -> stabilizer.kv.v1.FrontierRequest
-	26, // 32: stabilizer.kv.v1.Admin.ListPredicates:input_type -> stabilizer.kv.v1.ListPredicatesRequest
-	29, // 33: stabilizer.kv.v1.Admin.SetPredicate:input_type -> stabilizer.kv.v1.SetPredicateRequest
-	31, // 34: stabilizer.kv.v1.Admin.Status:input_type -> stabilizer.kv.v1.StatusRequest
-	10, // 35: stabilizer.kv.v1.KV.Put:output_type -> stabilizer.kv.v1.WriteResponse
-	10, // 36: stabilizer.kv.v1.KV.Delete:output_type -> stabilizer.kv.v1.WriteResponse
-	7,  // 37: stabilizer.kv.v1.KV.WriteBatch:output_type -> stabilizer.kv.v1.WriteBatchResponse
-	9,  // 38: stabilizer.kv.v1.KV.Writes:output_type -> stabilizer.kv.v1.WriteReply
-	12, // 39: stabilizer.kv.v1.KV.Get:output_type -> stabilizer.kv.v1.GetResponse
-	14, // 40: stabilizer.kv.v1.KV.Scan:output_type -> stabilizer.kv.v1.ScanResponse
-	16, // 41: stabilizer.kv.v1.KV.Watch:output_type -> stabilizer.kv.v1.WatchEvent
-	10, // 42: stabilizer.kv.v1.KV.CompareAndSwap:output_type -> stabilizer.kv.v1.WriteResponse
-	19, // 43: stabilizer.kv.v1.KV.Lease:output_type -> stabilizer.kv.v1.LeaseResponse
-	21, // 44: stabilizer.kv.v1.KV.LocalGet:output_type -> stabilizer.kv.v1.LocalGetResponse
-	25, // 45: stabilizer.kv.v1.Admin.Frontier:output_type -> stabilizer.kv.v1.FrontierResponse
-	28, // 46: stabilizer.kv.v1.Admin.ListPredicates:output_type -> stabilizer.kv.v1.ListPredicatesResponse
-	30, // 47: stabilizer.kv.v1.Admin.SetPredicate:output_type -> stabilizer.kv.v1.SetPredicateResponse
-	34, // 48: stabilizer.kv.v1.Admin.Status:output_type -> stabilizer.kv.v1.StatusResponse
-	35, // [35:49] is the sub-list for method output_type
-	21, // [21:35] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	8,  // 4: stabilizer.kv.v1.WriteRequest.more:type_name -> stabilizer.kv.v1.WriteRequest
+	10, // 5: stabilizer.kv.v1.WriteReply.write:type_name -> stabilizer.kv.v1.WriteResponse
+	9,  // 6: stabilizer.kv.v1.WriteReply.more:type_name -> stabilizer.kv.v1.WriteReply
+	0,  // 7: stabilizer.kv.v1.WriteResponse.hlc:type_name -> stabilizer.kv.v1.HLC
+	36, // 8: stabilizer.kv.v1.GetRequest.session:type_name -> stabilizer.kv.v1.GetRequest.SessionEntry
+	1,  // 9: stabilizer.kv.v1.GetResponse.version:type_name -> stabilizer.kv.v1.Version
+	0,  // 10: stabilizer.kv.v1.GetResponse.snapshot:type_name -> stabilizer.kv.v1.HLC
+	37, // 11: stabilizer.kv.v1.ScanRequest.session:type_name -> stabilizer.kv.v1.ScanRequest.SessionEntry
+	1,  // 12: stabilizer.kv.v1.ScanResponse.versions:type_name -> stabilizer.kv.v1.Version
+	1,  // 13: stabilizer.kv.v1.WatchEvent.version:type_name -> stabilizer.kv.v1.Version
+	1,  // 14: stabilizer.kv.v1.LocalGetResponse.version:type_name -> stabilizer.kv.v1.Version
+	0,  // 15: stabilizer.kv.v1.Frontier.hlc:type_name -> stabilizer.kv.v1.HLC
+	24, // 16: stabilizer.kv.v1.FrontierResponse.acks:type_name -> stabilizer.kv.v1.AckRow
+	23, // 17: stabilizer.kv.v1.FrontierResponse.frontiers:type_name -> stabilizer.kv.v1.Frontier
+	27, // 18: stabilizer.kv.v1.ListPredicatesResponse.predicates:type_name -> stabilizer.kv.v1.PredicateDef
+	38, // 19: stabilizer.kv.v1.StatusResponse.groups:type_name -> stabilizer.kv.v1.StatusResponse.GroupsEntry
+	32, // 20: stabilizer.kv.v1.StatusResponse.peers:type_name -> stabilizer.kv.v1.PeerStatus
+	33, // 21: stabilizer.kv.v1.StatusResponse.streams:type_name -> stabilizer.kv.v1.StreamSummary
+	35, // 22: stabilizer.kv.v1.StatusResponse.lin:type_name -> stabilizer.kv.v1.LinStatus
+	2,  // 23: stabilizer.kv.v1.KV.Put:input_type -> stabilizer.kv.v1.PutRequest
+	3,  // 24: stabilizer.kv.v1.KV.Delete:input_type -> stabilizer.kv.v1.DeleteRequest
+	5,  // 25: stabilizer.kv.v1.KV.WriteBatch:input_type -> stabilizer.kv.v1.WriteBatchRequest
+	8,  // 26: stabilizer.kv.v1.KV.Writes:input_type -> stabilizer.kv.v1.WriteRequest
+	11, // 27: stabilizer.kv.v1.KV.Get:input_type -> stabilizer.kv.v1.GetRequest
+	13, // 28: stabilizer.kv.v1.KV.Scan:input_type -> stabilizer.kv.v1.ScanRequest
+	15, // 29: stabilizer.kv.v1.KV.Watch:input_type -> stabilizer.kv.v1.WatchRequest
+	17, // 30: stabilizer.kv.v1.KV.CompareAndSwap:input_type -> stabilizer.kv.v1.CASRequest
+	18, // 31: stabilizer.kv.v1.KV.Lease:input_type -> stabilizer.kv.v1.LeaseRequest
+	20, // 32: stabilizer.kv.v1.KV.LocalGet:input_type -> stabilizer.kv.v1.LocalGetRequest
+	22, // 33: stabilizer.kv.v1.Admin.Frontier:input_type -> stabilizer.kv.v1.FrontierRequest
+	26, // 34: stabilizer.kv.v1.Admin.ListPredicates:input_type -> stabilizer.kv.v1.ListPredicatesRequest
+	29, // 35: stabilizer.kv.v1.Admin.SetPredicate:input_type -> stabilizer.kv.v1.SetPredicateRequest
+	31, // 36: stabilizer.kv.v1.Admin.Status:input_type -> stabilizer.kv.v1.StatusRequest
+	10, // 37: stabilizer.kv.v1.KV.Put:output_type -> stabilizer.kv.v1.WriteResponse
+	10, // 38: stabilizer.kv.v1.KV.Delete:output_type -> stabilizer.kv.v1.WriteResponse
+	7,  // 39: stabilizer.kv.v1.KV.WriteBatch:output_type -> stabilizer.kv.v1.WriteBatchResponse
+	9,  // 40: stabilizer.kv.v1.KV.Writes:output_type -> stabilizer.kv.v1.WriteReply
+	12, // 41: stabilizer.kv.v1.KV.Get:output_type -> stabilizer.kv.v1.GetResponse
+	14, // 42: stabilizer.kv.v1.KV.Scan:output_type -> stabilizer.kv.v1.ScanResponse
+	16, // 43: stabilizer.kv.v1.KV.Watch:output_type -> stabilizer.kv.v1.WatchEvent
+	10, // 44: stabilizer.kv.v1.KV.CompareAndSwap:output_type -> stabilizer.kv.v1.WriteResponse
+	19, // 45: stabilizer.kv.v1.KV.Lease:output_type -> stabilizer.kv.v1.LeaseResponse
+	21, // 46: stabilizer.kv.v1.KV.LocalGet:output_type -> stabilizer.kv.v1.LocalGetResponse
+	25, // 47: stabilizer.kv.v1.Admin.Frontier:output_type -> stabilizer.kv.v1.FrontierResponse
+	28, // 48: stabilizer.kv.v1.Admin.ListPredicates:output_type -> stabilizer.kv.v1.ListPredicatesResponse
+	30, // 49: stabilizer.kv.v1.Admin.SetPredicate:output_type -> stabilizer.kv.v1.SetPredicateResponse
+	34, // 50: stabilizer.kv.v1.Admin.Status:output_type -> stabilizer.kv.v1.StatusResponse
+	37, // [37:51] is the sub-list for method output_type
+	23, // [23:37] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_kv_kvpb_kv_proto_init() }

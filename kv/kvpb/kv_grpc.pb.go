@@ -57,7 +57,11 @@ type KVClient interface {
 	// batch per wait and timeout, and waits once for each batch. An invalid
 	// write fails alone with the code and message Put would return. Writes
 	// of linearizable keys are made one by one, as Put makes them. The site
-	// stops reading while 4096 of a stream's writes are unanswered.
+	// stops reading while 4096 of a stream's writes are unanswered. A
+	// message may carry several writes or answers (WriteRequest.more,
+	// WriteReply.more) once both sides said they read them: the client with
+	// request metadata "kv-writes-batch: 1", the site with the same key in
+	// its response header, which it sends when the stream opens.
 	Writes(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WriteRequest, WriteReply], error)
 	// Get reads a key: latest local state, stable under a predicate, from a
 	// quorum of sites, or from a consistent snapshot.
@@ -218,7 +222,11 @@ type KVServer interface {
 	// batch per wait and timeout, and waits once for each batch. An invalid
 	// write fails alone with the code and message Put would return. Writes
 	// of linearizable keys are made one by one, as Put makes them. The site
-	// stops reading while 4096 of a stream's writes are unanswered.
+	// stops reading while 4096 of a stream's writes are unanswered. A
+	// message may carry several writes or answers (WriteRequest.more,
+	// WriteReply.more) once both sides said they read them: the client with
+	// request metadata "kv-writes-batch: 1", the site with the same key in
+	// its response header, which it sends when the stream opens.
 	Writes(grpc.BidiStreamingServer[WriteRequest, WriteReply]) error
 	// Get reads a key: latest local state, stable under a predicate, from a
 	// quorum of sites, or from a consistent snapshot.
