@@ -190,16 +190,21 @@ func (w *writeStream) read() error {
 }
 
 // hand gives writes read to process.
-func (w *writeStream) hand(in []streamWrite) {
-	if len(in) == 0 {
+func (w *writeStream) hand(in []streamWrite) { push(&w.mu.Mutex, &w.mu.in, in, w.readWake) }
+
+// push appends items to *q, which mu guards, and wakes the goroutine that
+// waits on wake if *q was empty: that goroutine takes the whole queue each
+// time it wakes, so only the first push after it needs to wake it.
+func push[T any](mu *sync.Mutex, q *[]T, items []T, wake chan struct{}) {
+	if len(items) == 0 {
 		return
 	}
-	w.mu.Lock()
-	w.mu.in = append(w.mu.in, in...)
-	first := len(w.mu.in) == len(in)
-	w.mu.Unlock()
+	mu.Lock()
+	*q = append(*q, items...)
+	first := len(*q) == len(items)
+	mu.Unlock()
 	if first {
-		signal(w.readWake)
+		signal(wake)
 	}
 }
 
@@ -394,18 +399,7 @@ func (w *writeStream) free(a *answer) {
 }
 
 // queue hands answers to send.
-func (w *writeStream) queue(replies []*answer) {
-	if len(replies) == 0 {
-		return
-	}
-	w.mu.Lock()
-	w.mu.replies = append(w.mu.replies, replies...)
-	first := len(w.mu.replies) == len(replies)
-	w.mu.Unlock()
-	if first {
-		signal(w.sendWake)
-	}
-}
+func (w *writeStream) queue(replies []*answer) { push(&w.mu.Mutex, &w.mu.replies, replies, w.sendWake) }
 
 // send sends the queued answers until no more will come, or the stream
 // broke.
