@@ -212,6 +212,9 @@ func push[T any](mu *sync.Mutex, q *[]T, items []T, wake chan struct{}) {
 func (w *writeStream) unbatch(req *kvpb.WriteRequest) ([]*kvpb.WriteRequest, error) {
 	reqs := []*kvpb.WriteRequest{req}
 	if req.Id == 0 && len(req.More) > 0 {
+		if req.Key != "" || len(req.Value) > 0 || req.Delete || req.Wait != "" || req.TimeoutMs != 0 {
+			return nil, status.Error(codes.InvalidArgument, "kv: a message carrying writes in more has no write of its own")
+		}
 		reqs = req.More
 	}
 	for _, r := range reqs {

@@ -778,6 +778,7 @@ func TestStreamBatchMessages(t *testing.T) {
 	for _, bad := range []*kvpb.WriteRequest{
 		{More: []*kvpb.WriteRequest{{Id: 1, Key: "a"}, {Id: 0, Key: "b"}}},
 		{More: []*kvpb.WriteRequest{{Id: 1, Key: "a", More: []*kvpb.WriteRequest{{Id: 2, Key: "b"}}}}},
+		{Key: "own", More: []*kvpb.WriteRequest{{Id: 1, Key: "a"}}},
 	} {
 		st := open(true)
 		if err := st.Send(bad); err != nil {
