@@ -145,6 +145,9 @@ func signal(ch chan struct{}) {
 func (w *writeStream) read() error {
 	ctx := w.stream.Context()
 	observe := w.s.Observe != nil
+	// Reused from message to message: hand copies what it is given.
+	var one [1]*kvpb.WriteRequest
+	var in []streamWrite
 	for {
 		select {
 		case w.slots <- struct{}{}:
@@ -158,7 +161,7 @@ func (w *writeStream) read() error {
 		if err != nil {
 			return err
 		}
-		reqs, err := w.unbatch(req)
+		reqs, err := unbatch(req, &one)
 		if err != nil {
 			return err
 		}
@@ -166,7 +169,7 @@ func (w *writeStream) read() error {
 		if observe {
 			at = time.Now()
 		}
-		in := make([]streamWrite, 0, len(reqs))
+		in = in[:0]
 		for i, r := range reqs {
 			// The first has the slot taken before reading. The others
 			// take theirs; those that have one go on before waiting.
@@ -208,9 +211,11 @@ func push[T any](mu *sync.Mutex, q *[]T, items []T, wake chan struct{}) {
 	}
 }
 
-// unbatch returns the writes a message carries: itself, or those in More.
-func (w *writeStream) unbatch(req *kvpb.WriteRequest) ([]*kvpb.WriteRequest, error) {
-	reqs := []*kvpb.WriteRequest{req}
+// unbatch returns the writes a message carries: itself (in one), or those
+// in More.
+func unbatch(req *kvpb.WriteRequest, one *[1]*kvpb.WriteRequest) ([]*kvpb.WriteRequest, error) {
+	one[0] = req
+	reqs := one[:]
 	if req.Id == 0 && len(req.More) > 0 {
 		if req.Key != "" || len(req.Value) > 0 || req.Delete || req.Wait != "" || req.TimeoutMs != 0 {
 			return nil, status.Error(codes.InvalidArgument, "kv: a message carrying writes in more has no write of its own")
