@@ -607,22 +607,23 @@ func TestWriteBatchOpFailsAlone(t *testing.T) {
 	}
 }
 
-// oldSite is a Writes stream as a site before batches sees it: without the
-// client's metadata. It counts the messages that carried several writes.
-type oldSite struct {
+// countingStream counts the messages of a Writes stream that carried
+// several writes. With old set, the site does not see the client's
+// metadata, as a site from before batches would not read it.
+type countingStream struct {
 	grpc.ServerStream
+	old     bool
 	batches *atomic.Int64
 }
 
-type countBatches oldSite
-
-func (o countBatches) RecvMsg(m any) error { return oldSite(o).RecvMsg(m) }
-
-func (o oldSite) Context() context.Context {
+func (o countingStream) Context() context.Context {
+	if !o.old {
+		return o.ServerStream.Context()
+	}
 	return metadata.NewIncomingContext(o.ServerStream.Context(), metadata.MD{})
 }
 
-func (o oldSite) RecvMsg(m any) error {
+func (o countingStream) RecvMsg(m any) error {
 	err := o.ServerStream.RecvMsg(m)
 	if r, ok := m.(*kvpb.WriteRequest); ok && err == nil && len(r.More) > 0 {
 		o.batches.Add(1)
@@ -655,10 +656,7 @@ func TestStreamBatchesOnlyForSitesThatReadThem(t *testing.T) {
 			_, srv := c.serve("us-east-1", nil)
 			var batches atomic.Int64
 			srv.wrap = func(ss grpc.ServerStream) grpc.ServerStream {
-				if old {
-					return oldSite{ss, &batches}
-				}
-				return countBatches{ss, &batches}
+				return countingStream{ss, old, &batches}
 			}
 			gate := make(chan struct{})
 			var sent atomic.Int64
