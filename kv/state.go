@@ -65,10 +65,15 @@ func (s *state) open(ctx context.Context) error {
 // (0x00 becomes 0x00 0xff) and ends with 0x00 0x01, so that versions sort by
 // key first, and the keys with a given prefix are one range.
 func versionPrefix(key string) []byte {
-	return append(escapeKey([]byte{prefixVersion}, key), 0, 1)
+	return appendVersionPrefix(make([]byte, 0, len(key)+3), key)
 }
 
-func escapeKey(b []byte, key string) []byte {
+func appendVersionPrefix[K string | []byte](b []byte, key K) []byte {
+	b = append(b, prefixVersion)
+	return append(escapeKey(b, key), 0, 1)
+}
+
+func escapeKey[K string | []byte](b []byte, key K) []byte {
 	for i := 0; i < len(key); i++ {
 		b = append(b, key[i])
 		if key[i] == 0 {
@@ -103,12 +108,12 @@ func splitVersionKey(k []byte) (key string, prefixLen int, ok bool) {
 	return "", 0, false
 }
 
-// versionKey orders a key's versions newest first: the HLC is stored
-// inverted, with the sign of the wall clock flipped so that it sorts as
-// unsigned. Versions with equal HLCs follow in origin order; the greatest
+// appendVersionKey appends the storage key of a version to b. A key's
+// versions sort newest first: the HLC is stored inverted, with the sign of
+// the wall clock flipped so that it sorts as unsigned. Versions with equal HLCs follow in origin order; the greatest
 // origin wins among them (Version.Newer), so readers look at all of them.
-func versionKey(key string, h core.HLC, origin string) []byte {
-	return append(appendInvertedHLC(versionPrefix(key), h), origin...)
+func appendVersionKey[K string | []byte](b []byte, key K, h core.HLC, origin string) []byte {
+	return append(appendInvertedHLC(appendVersionPrefix(b, key), h), origin...)
 }
 
 func appendInvertedHLC(b []byte, h core.HLC) []byte {
@@ -126,13 +131,25 @@ func (s *state) apply(ctx context.Context, origin string, entries []core.Entry, 
 	var b storage.Batch
 	won := map[string]*Version{}
 	var changed []Version
+	// The batch copies each key, so one buffer serves them all; the values
+	// share one array, sized so that it does not grow.
+	var key []byte
+	size := 0
 	for i := range entries {
-		v, err := versionFromEntry(&entries[i])
+		size += versionOverhead + len(origin) + len(entries[i].Payload)
+	}
+	values := make([]byte, 0, size)
+	for i := range entries {
+		v, k, err := versionFromEntry(&entries[i])
 		if err != nil {
 			return nil, err
 		}
-		b.AppSet(namespace, versionKey(v.Key, v.HLC, v.Origin), encodeVersion(&v))
+		key = appendVersionKey(key[:0], k, v.HLC, v.Origin)
+		start := len(values)
+		values = appendVersion(values, &v)
+		b.AppSet(namespace, key, values[start:len(values):len(values)])
 		if watch {
+			v.Key = string(k)
 			if changed, err = s.winning(changed, won, v); err != nil {
 				return nil, err
 			}

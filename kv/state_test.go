@@ -144,7 +144,7 @@ func TestScanReadsTheWinnerOfEachKey(t *testing.T) {
 
 func TestVersionKeyRoundTrip(t *testing.T) {
 	for _, key := range []string{"", "a", "\x00", "a\x00b", "\x00\x00\xff", "job/7", "é\x01"} {
-		k := versionKey(key, core.HLC{Wall: -3, Logical: 2}, "eu-west-1")
+		k := appendVersionKey(nil, key, core.HLC{Wall: -3, Logical: 2}, "eu-west-1")
 		got, plen, ok := splitVersionKey(k)
 		if !ok || got != key || string(k[:plen]) != string(versionPrefix(key)) {
 			t.Errorf("%q: split gives %q, %d, %v", key, got, plen, ok)

@@ -26,16 +26,18 @@ func encodeOp(kind byte, key string, value []byte) []byte {
 	return append(b, value...)
 }
 
-func decodeOp(p []byte) (kind byte, key string, value []byte, err error) {
+// decodeOp splits a kv stream message. The key stays in p: the apply path
+// needs a string of it only when it tells watchers.
+func decodeOp(p []byte) (kind byte, key, value []byte, err error) {
 	if len(p) < 2 || (p[0] != opPut && p[0] != opDelete) {
-		return 0, "", nil, fmt.Errorf("%w: %d bytes", errBadOp, len(p))
+		return 0, nil, nil, fmt.Errorf("%w: %d bytes", errBadOp, len(p))
 	}
 	n, w := binary.Uvarint(p[1:])
 	if w <= 0 || n > uint64(len(p)-1-w) {
-		return 0, "", nil, fmt.Errorf("%w: key length", errBadOp)
+		return 0, nil, nil, fmt.Errorf("%w: key length", errBadOp)
 	}
 	rest := p[1+w:]
-	return p[0], string(rest[:n]), rest[n:], nil
+	return p[0], rest[:n], rest[n:], nil
 }
 
 // Version is one write of a key: a value or a deletion, with where and when
@@ -59,19 +61,22 @@ func (v *Version) Newer(o *Version) bool {
 	return v.Origin > o.Origin
 }
 
-// versionFromEntry decodes a kv stream message into the version it writes.
-func versionFromEntry(e *core.Entry) (Version, error) {
+// versionFromEntry decodes a kv stream message into the version it writes,
+// all but its Key, and returns the key, which still points into the entry.
+func versionFromEntry(e *core.Entry) (Version, []byte, error) {
 	kind, key, value, err := decodeOp(e.Payload)
 	if err != nil {
-		return Version{}, fmt.Errorf("%s seq %d: %w", e.Stream, e.Seq, err)
+		return Version{}, nil, fmt.Errorf("%s seq %d: %w", e.Stream, e.Seq, err)
 	}
-	return Version{Key: key, Value: value, Deleted: kind == opDelete, Origin: e.Stream.Origin, Seq: e.Seq, HLC: e.HLC}, nil
+	return Version{Value: value, Deleted: kind == opDelete, Origin: e.Stream.Origin, Seq: e.Seq, HLC: e.HLC}, key, nil
 }
 
-// encodeVersion stores a version without its key (the key is in the
-// storage key): flags, origin, seq, wall, logical, value.
-func encodeVersion(v *Version) []byte {
-	b := make([]byte, 0, 1+1+len(v.Origin)+3*binary.MaxVarintLen64+len(v.Value))
+// versionOverhead bounds what appendVersion adds to the value and origin.
+const versionOverhead = 1 + 4*binary.MaxVarintLen64
+
+// appendVersion appends a version without its key (the key is in the
+// storage key) to b: flags, origin, seq, wall, logical, value.
+func appendVersion(b []byte, v *Version) []byte {
 	var flags byte
 	if v.Deleted {
 		flags = 1

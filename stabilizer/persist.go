@@ -54,6 +54,13 @@ func (n *Node) persist(rd *core.Ready) (*job, error) {
 func (n *Node) readyBatch(rd *core.Ready) *storage.Batch {
 	var b storage.Batch
 	levels := n.cfg.Schema.LevelNames()
+	// One array holds every stored payload of the Ready, instead of one
+	// allocation per entry; the batch copies them into blocks in Write.
+	size := 0
+	for i := range rd.Entries {
+		size += binary.MaxVarintLen32 + len(rd.Entries[i].Payload)
+	}
+	payloads := make([]byte, 0, size)
 	for i := 0; i < len(rd.Entries); {
 		j := i
 		id := rd.Entries[i].Stream
@@ -61,8 +68,10 @@ func (n *Node) readyBatch(rd *core.Ready) *storage.Batch {
 			j++
 		}
 		msgs := make([]storage.Message, 0, j-i)
-		for _, e := range rd.Entries[i:j] {
-			msgs = append(msgs, toStored(&e))
+		for k := i; k < j; k++ {
+			var m storage.Message
+			payloads, m = appendStored(payloads, &rd.Entries[k])
+			msgs = append(msgs, m)
 		}
 		b.Append(id.Origin, id.Name, msgs...)
 		i = j
@@ -111,12 +120,15 @@ func readHLC(b []byte) (core.HLC, []byte, error) {
 	return core.HLC{Wall: w, Logical: uint32(l)}, b[n+m:], nil
 }
 
-// toStored keeps the HLC's wall time in the stored message's HLC field and
-// its logical part in front of the payload, so the entry reads back whole.
-func toStored(e *core.Entry) storage.Message {
-	p := make([]byte, 0, binary.MaxVarintLen32+len(e.Payload))
-	p = binary.AppendUvarint(p, uint64(e.HLC.Logical))
-	return storage.Message{Seq: e.Seq, HLC: uint64(e.HLC.Wall), Payload: append(p, e.Payload...)}
+// appendStored keeps the HLC's wall time in the stored message's HLC field
+// and its logical part in front of the payload, so the entry reads back
+// whole. The stored payload is appended to dst; the message's is capped, so
+// later appends to dst never write into it.
+func appendStored(dst []byte, e *core.Entry) ([]byte, storage.Message) {
+	start := len(dst)
+	dst = binary.AppendUvarint(dst, uint64(e.HLC.Logical))
+	dst = append(dst, e.Payload...)
+	return dst, storage.Message{Seq: e.Seq, HLC: uint64(e.HLC.Wall), Payload: dst[start:len(dst):len(dst)]}
 }
 
 func fromStored(id core.StreamID, m *storage.Message) (core.Entry, error) {

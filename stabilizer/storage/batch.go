@@ -16,16 +16,18 @@ type Message struct {
 // either all of them survive a crash or none does. The zero Batch is empty
 // and ready to use.
 //
-// A Batch keeps references to the payloads, keys and values given to it and
-// copies nothing until Write: do not modify them before Write returns. A
-// Batch may be reused after Reset. It is not safe for concurrent use.
+// A Batch copies application keys at once, so a caller may build each key in
+// one reused buffer; it keeps references to payloads and values and copies
+// them only in Write: do not modify those before Write returns. A Batch may
+// be reused after Reset. It is not safe for concurrent use.
 type Batch struct {
 	appends []streamAppend
 	acks    []ackUpdate
 	truncs  []truncation
 	ops     []rawOp
-	size    int   // approximate encoded size, for group limits
-	err     error // first invalid argument, reported by Write
+	keys    []byte // backing store of the ops' keys: one allocation for many
+	size    int    // approximate encoded size, for group limits
+	err     error  // first invalid argument, reported by Write
 }
 
 type streamAppend struct {
@@ -131,7 +133,16 @@ func (b *Batch) AppSet(ns string, key, value []byte) {
 		b.fail(err)
 		return
 	}
-	b.raw(rawOp{kind: opSet, key: appKey(ns, key), value: value})
+	b.raw(rawOp{kind: opSet, key: b.appKey(ns, key), value: value})
+}
+
+// appKey copies ns's key into b.keys. A key handed out is capped, so later
+// appends never write into it; when b.keys grows, earlier keys keep the old
+// array.
+func (b *Batch) appKey(ns string, key []byte) []byte {
+	start := len(b.keys)
+	b.keys = appendAppKey(b.keys, ns, key)
+	return b.keys[start:len(b.keys):len(b.keys)]
 }
 
 // AppDelete deletes key from application namespace ns.
@@ -140,7 +151,7 @@ func (b *Batch) AppDelete(ns string, key []byte) {
 		b.fail(err)
 		return
 	}
-	b.raw(rawOp{kind: opDelete, key: appKey(ns, key)})
+	b.raw(rawOp{kind: opDelete, key: b.appKey(ns, key)})
 }
 
 // AppDeleteRange deletes the keys k of namespace ns with start <= k < end;
@@ -152,9 +163,9 @@ func (b *Batch) AppDeleteRange(ns string, start, end []byte) {
 	}
 	e := PrefixEnd(appPrefix(ns))
 	if end != nil {
-		e = appKey(ns, end)
+		e = b.appKey(ns, end)
 	}
-	b.raw(rawOp{kind: opDeleteRange, key: appKey(ns, start), value: e})
+	b.raw(rawOp{kind: opDeleteRange, key: b.appKey(ns, start), value: e})
 }
 
 // SetMeta sets a small metadata value (site identity, format version, …).
@@ -192,5 +203,5 @@ func (b *Batch) Size() int { return b.size }
 func (b *Batch) Reset() {
 	clear(b.appends)
 	clear(b.ops)
-	*b = Batch{appends: b.appends[:0], acks: b.acks[:0], truncs: b.truncs[:0], ops: b.ops[:0]}
+	*b = Batch{appends: b.appends[:0], acks: b.acks[:0], truncs: b.truncs[:0], ops: b.ops[:0], keys: b.keys[:0]}
 }

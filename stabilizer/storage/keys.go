@@ -82,7 +82,14 @@ func appPrefix(ns string) []byte {
 }
 
 func appKey(ns string, key []byte) []byte {
-	return append(appPrefix(ns), key...)
+	return appendAppKey(make([]byte, 0, 2+len(ns)+len(key)), ns, key)
+}
+
+// appendAppKey appends prefixApp | name(ns) | key to dst.
+func appendAppKey(dst []byte, ns string, key []byte) []byte {
+	dst = append(dst, prefixApp)
+	dst = appendName(dst, ns)
+	return append(dst, key...)
 }
 
 // PrefixEnd returns the smallest key greater than every key with prefix p,

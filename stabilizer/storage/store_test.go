@@ -367,8 +367,10 @@ func TestAppNamespace(t *testing.T) {
 	s := openTest(t, t.TempDir())
 	ctx := context.Background()
 	var b Batch
+	var key []byte // one buffer for every key: AppSet copies keys
 	for _, k := range []string{"a", "b/1", "b/2", "b/3", "c"} {
-		b.AppSet("kv", []byte(k), []byte("v-"+k))
+		key = append(key[:0], k...)
+		b.AppSet("kv", key, []byte("v-"+k))
 	}
 	b.AppSet("pubsub", []byte("b/9"), []byte("other namespace"))
 	b.AppSet("kv", []byte{0xff, 0xff}, []byte("high"))
