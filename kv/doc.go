@@ -41,10 +41,10 @@
 // another to be answered. Writes queued while the stream's sender is busy
 // go in one message, and answers ready together come back in one, once
 // both ends said they read such messages (older sites and clients get one
-// write per message): gRPC's cost per message is then paid per batch. A call whose ctx ends returns at once (the write
-// may still be made, as a unary request in flight may be). If the stream
-// breaks, every unanswered write fails with codes.Unavailable and the next
-// write opens a new stream. With Client.Unary each write is one unary
+// write per message): gRPC's cost per message is then paid per batch. A
+// call whose ctx ends returns at once (the write may still be made, as a
+// unary request in flight may be). If the stream breaks, every unanswered
+// write fails with codes.Unavailable and the next write opens a new stream. With Client.Unary each write is one unary
 // request instead, as are writes over 64 KiB.
 //
 // # Concurrency

@@ -110,8 +110,9 @@ func splitVersionKey(k []byte) (key string, prefixLen int, ok bool) {
 
 // appendVersionKey appends the storage key of a version to b. A key's
 // versions sort newest first: the HLC is stored inverted, with the sign of
-// the wall clock flipped so that it sorts as unsigned. Versions with equal HLCs follow in origin order; the greatest
-// origin wins among them (Version.Newer), so readers look at all of them.
+// the wall clock flipped so that it sorts as unsigned. Versions with equal
+// HLCs follow in origin order; the greatest origin wins among them
+// (Version.Newer), so readers look at all of them.
 func appendVersionKey[K string | []byte](b []byte, key K, h core.HLC, origin string) []byte {
 	return append(appendInvertedHLC(appendVersionPrefix(b, key), h), origin...)
 }

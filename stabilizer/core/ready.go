@@ -102,9 +102,10 @@ func (c *Core) deliverable(s *stream) bool {
 // sent the latest changes of this site's row, and either AckInterval has
 // passed since the last one or some of them are received or persisted acks.
 // Those are what writes wait for under every built-in predicate, and they
-// change once per Ready that persists entries; holding them to the next tick would add up
-// to a tick to a write on every hop. Applied and custom levels, which can
-// change with every application callback, keep to the interval.
+// change once per Ready that persists entries; holding them to the next
+// tick would add up to a tick to a write on every hop. Applied and custom
+// levels, which can change with every application callback, keep to the
+// interval.
 func (c *Core) ctrlDue(p *peer) bool {
 	if c.rowVer <= p.ackSentVer {
 		return false
