@@ -1,5 +1,7 @@
 package kv
 
-import "github.com/stabilizer/stabilizer/stabilizer/core"
+import "github.com/stabilizer/stabilizer/stabilizer"
 
-func streamOf(w WriteResult) core.StreamID { return core.StreamID{Origin: w.Origin, Name: Stream} }
+func streamOf(w WriteResult) stabilizer.StreamID {
+	return stabilizer.StreamID{Origin: w.Origin, Name: Stream}
+}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/stabilizer"
-	"github.com/stabilizer/stabilizer/stabilizer/core"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -191,7 +190,7 @@ func TestScanHidesOwnWriteDeletedLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	eu.mu.Lock()
-	eu.mu.pending["job/7"] = Version{Key: "job/7", Value: []byte("older"), Origin: "eu-west-1", Seq: 1 << 40, HLC: core.HLC{Wall: 1}}
+	eu.mu.pending["job/7"] = Version{Key: "job/7", Value: []byte("older"), Origin: "eu-west-1", Seq: 1 << 40, HLC: stabilizer.HLC{Wall: 1}}
 	eu.mu.Unlock()
 	if v, found, err := eu.latest("job/7"); err != nil || !found || !v.Deleted {
 		t.Fatalf("latest: %+v %v %v: want the delete", v, found, err)

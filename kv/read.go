@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/stabilizer/stabilizer/frontier"
-	"github.com/stabilizer/stabilizer/stabilizer/core"
+	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
 // getStable returns the newest version of key whose seq is behind its
@@ -25,7 +25,7 @@ func (s *Store) getStable(ctx context.Context, key, p string) (ReadResult, error
 		if found && v.HLC != best.HLC {
 			return false, nil
 		}
-		f, err := s.node.Frontier(ctx, core.StreamID{Origin: v.Origin, Name: Stream}, p)
+		f, err := s.node.Frontier(ctx, stabilizer.StreamID{Origin: v.Origin, Name: Stream}, p)
 		if err != nil {
 			return false, err
 		}
@@ -49,10 +49,10 @@ func (s *Store) getSnapshot(ctx context.Context, key, p string) (ReadResult, err
 	return ReadResult{Version: v, Found: found, Snapshot: t}, err
 }
 
-func (s *Store) snapshotTime(ctx context.Context, p string) (core.HLC, error) {
+func (s *Store) snapshotTime(ctx context.Context, p string) (stabilizer.HLC, error) {
 	c, err := s.compile(ctx, p)
 	if err != nil {
-		return core.HLC{}, fmt.Errorf("kv: snapshot read: %w", err)
+		return stabilizer.HLC{}, fmt.Errorf("kv: snapshot read: %w", err)
 	}
 	return s.node.StableTime(ctx, "min(applied(self), "+c.String()+")")
 }

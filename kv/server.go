@@ -15,7 +15,6 @@ import (
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/stabilizer"
-	"github.com/stabilizer/stabilizer/stabilizer/core"
 )
 
 // Server serves the client API of one site over gRPC.
@@ -179,7 +178,7 @@ func (s *Server) Frontier(ctx context.Context, r *kvpb.FrontierRequest) (*kvpb.F
 	if _, ok := schema.SiteIndex(r.Origin); !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "unknown site %q (known: %s)", r.Origin, strings.Join(schema.Sites, ", "))
 	}
-	id := core.StreamID{Origin: r.Origin, Name: r.Stream}
+	id := stabilizer.StreamID{Origin: r.Origin, Name: r.Stream}
 	streams, err := s.node.Streams(ctx)
 	if err != nil {
 		return nil, toStatus(err)
@@ -289,18 +288,18 @@ func isOurs(err error) bool {
 	return strings.HasPrefix(err.Error(), "kv:") || strings.HasPrefix(err.Error(), "stabilizer:")
 }
 
-func toPBHLC(h core.HLC) *kvpb.HLC {
+func toPBHLC(h stabilizer.HLC) *kvpb.HLC {
 	if h.IsZero() {
 		return nil
 	}
 	return &kvpb.HLC{Wall: h.Wall, Logical: h.Logical}
 }
 
-func fromPBHLC(h *kvpb.HLC) core.HLC {
+func fromPBHLC(h *kvpb.HLC) stabilizer.HLC {
 	if h == nil {
-		return core.HLC{}
+		return stabilizer.HLC{}
 	}
-	return core.HLC{Wall: h.Wall, Logical: h.Logical}
+	return stabilizer.HLC{Wall: h.Wall, Logical: h.Logical}
 }
 
 func toPB(v *Version) *kvpb.Version {

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/stabilizer/stabilizer/stabilizer/core"
+	"github.com/stabilizer/stabilizer/stabilizer"
 	"github.com/stabilizer/stabilizer/stabilizer/storage"
 )
 
@@ -113,11 +113,11 @@ func splitVersionKey(k []byte) (key string, prefixLen int, ok bool) {
 // the wall clock flipped so that it sorts as unsigned. Versions with equal
 // HLCs follow in origin order; the greatest origin wins among them
 // (Version.Newer), so readers look at all of them.
-func appendVersionKey[K string | []byte](b []byte, key K, h core.HLC, origin string) []byte {
+func appendVersionKey[K string | []byte](b []byte, key K, h stabilizer.HLC, origin string) []byte {
 	return append(appendInvertedHLC(appendVersionPrefix(b, key), h), origin...)
 }
 
-func appendInvertedHLC(b []byte, h core.HLC) []byte {
+func appendInvertedHLC(b []byte, h stabilizer.HLC) []byte {
 	b = binary.BigEndian.AppendUint64(b, ^(uint64(h.Wall) ^ 1<<63))
 	return binary.BigEndian.AppendUint32(b, ^h.Logical)
 }
@@ -128,7 +128,7 @@ func appliedKey(origin string) []byte { return append([]byte{prefixApplied}, ori
 // position. It reads nothing, since the order of a key's versions decides
 // which one wins, unless watch is set: then it reads the current versions to
 // return the ones that became the latest of their key (what watchers see).
-func (s *state) apply(ctx context.Context, origin string, entries []core.Entry, watch bool) ([]Version, error) {
+func (s *state) apply(ctx context.Context, origin string, entries []stabilizer.Entry, watch bool) ([]Version, error) {
 	var b storage.Batch
 	won := map[string]*Version{}
 	var changed []Version
@@ -196,7 +196,7 @@ func (s *state) latest(key string) (Version, bool, error) {
 
 // at returns the version of key a snapshot at time t sees: the winner among
 // the versions with an HLC at or below t.
-func (s *state) at(key string, t core.HLC) (Version, bool, error) {
+func (s *state) at(key string, t stabilizer.HLC) (Version, bool, error) {
 	p := versionPrefix(key)
 	return s.winner(key, appendInvertedHLC(p, t), storage.PrefixEnd(p))
 }

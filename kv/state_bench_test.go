@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/stabilizer/stabilizer/stabilizer/core"
+	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
 // benchState is a kv state holding keys job/00000.. with versions each,
@@ -17,11 +17,11 @@ func benchState(b *testing.B, keys, versions int) *state {
 	seq := uint64(0)
 	for v := range versions {
 		for k0 := 0; k0 < keys; k0 += 512 {
-			var ents []core.Entry
+			var ents []stabilizer.Entry
 			for k := k0; k < min(k0+512, keys); k++ {
 				seq++
-				ents = append(ents, core.Entry{Stream: core.StreamID{Origin: "us-east-1", Name: Stream}, Seq: seq,
-					HLC: core.HLC{Wall: int64(1000*v + 1)}, Payload: encodeOp(opPut, fmt.Sprintf("job/%05d", k), value)})
+				ents = append(ents, stabilizer.Entry{Stream: stabilizer.StreamID{Origin: "us-east-1", Name: Stream}, Seq: seq,
+					HLC: stabilizer.HLC{Wall: int64(1000*v + 1)}, Payload: encodeOp(opPut, fmt.Sprintf("job/%05d", k), value)})
 			}
 			if _, err := s.apply(context.Background(), "us-east-1", ents, false); err != nil {
 				b.Fatal(err)
@@ -35,15 +35,15 @@ func benchState(b *testing.B, keys, versions int) *state {
 func BenchmarkApply(b *testing.B) {
 	s := benchState(b, 0, 0)
 	value := make([]byte, 256)
-	ents := make([]core.Entry, 64)
+	ents := make([]stabilizer.Entry, 64)
 	seq := uint64(0)
 	b.SetBytes(int64(len(ents) * len(value)))
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		for j := range ents {
 			seq++
-			ents[j] = core.Entry{Stream: core.StreamID{Origin: "eu-west-1", Name: Stream}, Seq: seq,
-				HLC: core.HLC{Wall: int64(seq)}, Payload: encodeOp(opPut, fmt.Sprintf("ckpt/%08d", seq), value)}
+			ents[j] = stabilizer.Entry{Stream: stabilizer.StreamID{Origin: "eu-west-1", Name: Stream}, Seq: seq,
+				HLC: stabilizer.HLC{Wall: int64(seq)}, Payload: encodeOp(opPut, fmt.Sprintf("ckpt/%08d", seq), value)}
 		}
 		if _, err := s.apply(context.Background(), "eu-west-1", ents, false); err != nil {
 			b.Fatal(err)

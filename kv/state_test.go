@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/stabilizer/stabilizer/stabilizer/core"
+	"github.com/stabilizer/stabilizer/stabilizer"
 	"github.com/stabilizer/stabilizer/stabilizer/storage"
 )
 
@@ -16,11 +16,11 @@ import (
 // wall clocks, with and without watchers: the latest is always the one
 // Version.Newer picks, although applying never reads what is stored.
 func TestApplyOrderDoesNotDecideTheWinner(t *testing.T) {
-	ents := []core.Entry{
-		{Stream: core.StreamID{Origin: "a", Name: Stream}, Seq: 1, HLC: core.HLC{Wall: 100, Logical: 2}},
-		{Stream: core.StreamID{Origin: "b", Name: Stream}, Seq: 1, HLC: core.HLC{Wall: 100, Logical: 2}},
-		{Stream: core.StreamID{Origin: "c", Name: Stream}, Seq: 1, HLC: core.HLC{Wall: -5, Logical: 9}},
-		{Stream: core.StreamID{Origin: "c", Name: Stream}, Seq: 2, HLC: core.HLC{Wall: 99, Logical: 7}},
+	ents := []stabilizer.Entry{
+		{Stream: stabilizer.StreamID{Origin: "a", Name: Stream}, Seq: 1, HLC: stabilizer.HLC{Wall: 100, Logical: 2}},
+		{Stream: stabilizer.StreamID{Origin: "b", Name: Stream}, Seq: 1, HLC: stabilizer.HLC{Wall: 100, Logical: 2}},
+		{Stream: stabilizer.StreamID{Origin: "c", Name: Stream}, Seq: 1, HLC: stabilizer.HLC{Wall: -5, Logical: 9}},
+		{Stream: stabilizer.StreamID{Origin: "c", Name: Stream}, Seq: 2, HLC: stabilizer.HLC{Wall: 99, Logical: 7}},
 	}
 	for i := range ents {
 		ents[i].Payload = encodeOp(opPut, "job/7", []byte(ents[i].Stream.Origin))
@@ -77,14 +77,14 @@ func openState(t testing.TB, dir string) (*state, *storage.Store) {
 	return s, st
 }
 
-func put(t *testing.T, s *state, origin string, seq uint64, h core.HLC, key, value string, del bool) {
+func put(t *testing.T, s *state, origin string, seq uint64, h stabilizer.HLC, key, value string, del bool) {
 	t.Helper()
 	kind := opPut
 	if del {
 		kind = opDelete
 	}
-	e := core.Entry{Stream: core.StreamID{Origin: origin, Name: Stream}, Seq: seq, HLC: h, Payload: encodeOp(kind, key, []byte(value))}
-	if _, err := s.apply(context.Background(), origin, []core.Entry{e}, false); err != nil {
+	e := stabilizer.Entry{Stream: stabilizer.StreamID{Origin: origin, Name: Stream}, Seq: seq, HLC: h, Payload: encodeOp(kind, key, []byte(value))}
+	if _, err := s.apply(context.Background(), origin, []stabilizer.Entry{e}, false); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -94,7 +94,7 @@ func put(t *testing.T, s *state, origin string, seq uint64, h core.HLC, key, val
 // deletions and limits.
 func TestScanReadsTheWinnerOfEachKey(t *testing.T) {
 	s, _ := openState(t, t.TempDir())
-	h := func(w int64) core.HLC { return core.HLC{Wall: w} }
+	h := func(w int64) stabilizer.HLC { return stabilizer.HLC{Wall: w} }
 	put(t, s, "a", 1, h(10), "job", "a10", false)
 	put(t, s, "a", 2, h(20), "job/1", "a20", false)
 	put(t, s, "b", 1, h(20), "job/1", "b20", false) // tie: the greater origin wins
@@ -144,7 +144,7 @@ func TestScanReadsTheWinnerOfEachKey(t *testing.T) {
 
 func TestVersionKeyRoundTrip(t *testing.T) {
 	for _, key := range []string{"", "a", "\x00", "a\x00b", "\x00\x00\xff", "job/7", "é\x01"} {
-		k := appendVersionKey(nil, key, core.HLC{Wall: -3, Logical: 2}, "eu-west-1")
+		k := appendVersionKey(nil, key, stabilizer.HLC{Wall: -3, Logical: 2}, "eu-west-1")
 		got, plen, ok := splitVersionKey(k)
 		if !ok || got != key || string(k[:plen]) != string(versionPrefix(key)) {
 			t.Errorf("%q: split gives %q, %d, %v", key, got, plen, ok)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/stabilizer"
-	"github.com/stabilizer/stabilizer/stabilizer/core"
 )
 
 // Stream is the name of every site's kv stream.
@@ -132,7 +131,7 @@ type WriteOptions struct {
 type WriteResult struct {
 	Origin string
 	Seq    uint64
-	HLC    core.HLC
+	HLC    stabilizer.HLC
 }
 
 // Put writes key = value and waits for the predicate to cover the write.
@@ -191,7 +190,7 @@ type Batch struct {
 	s        *Store
 	ops      []Op
 	wait     string // the predicate, never ""
-	stream   core.StreamID
+	stream   stabilizer.StreamID
 	last     uint64    // the seq of the last written op; 0 if none was
 	deadline time.Time // when the wait gives up
 }
@@ -386,7 +385,7 @@ func (s *Store) checkSatisfiable(ctx context.Context, p string) error {
 
 // Apply is the kv stream's applier: it writes versions with last writer
 // wins and tells watchers.
-func (s *Store) Apply(ctx context.Context, entries []core.Entry) error {
+func (s *Store) Apply(ctx context.Context, entries []stabilizer.Entry) error {
 	origin := entries[0].Stream.Origin
 	s.mu.Lock()
 	watch := len(s.mu.watchers) > 0
@@ -418,14 +417,14 @@ func (s *Store) Apply(ctx context.Context, entries []core.Entry) error {
 }
 
 // AppliedPositions tells the node where delivery resumes after a restart.
-func (s *Store) AppliedPositions() ([]core.Position, error) {
+func (s *Store) AppliedPositions() ([]stabilizer.Position, error) {
 	m, err := s.state.appliedPositions()
 	if err != nil {
 		return nil, err
 	}
-	var out []core.Position
+	var out []stabilizer.Position
 	for origin, seq := range m {
-		out = append(out, core.Position{Stream: core.StreamID{Origin: origin, Name: Stream}, Seq: seq})
+		out = append(out, stabilizer.Position{Stream: stabilizer.StreamID{Origin: origin, Name: Stream}, Seq: seq})
 	}
 	return out, nil
 }
@@ -455,7 +454,7 @@ type ReadResult struct {
 	Version
 	Found bool
 	// Snapshot is the time of a snapshot read.
-	Snapshot core.HLC
+	Snapshot stabilizer.HLC
 	// Answered lists the sites whose answers a quorum read used.
 	Answered []string
 }
@@ -543,7 +542,7 @@ func (s *Store) waitSession(ctx context.Context, session map[string]uint64) erro
 		if _, ok := s.node.Schema().SiteIndex(origin); !ok {
 			return fmt.Errorf("kv: session: unknown site %q", origin)
 		}
-		id := core.StreamID{Origin: origin, Name: Stream}
+		id := stabilizer.StreamID{Origin: origin, Name: Stream}
 		if err := s.node.WaitFor(ctx, id, "applied(self)", session[origin]); err != nil {
 			return fmt.Errorf("kv: session: waiting for this site to apply %s up to %d: %w", id, session[origin], err)
 		}

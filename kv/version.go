@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/stabilizer/stabilizer/stabilizer/core"
+	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
 // Op kinds in the payload of a kv stream message.
@@ -48,7 +48,7 @@ type Version struct {
 	Deleted bool
 	Origin  string
 	Seq     uint64
-	HLC     core.HLC
+	HLC     stabilizer.HLC
 }
 
 // Newer reports whether v wins over o under last writer wins: the higher
@@ -63,7 +63,7 @@ func (v *Version) Newer(o *Version) bool {
 
 // versionFromEntry decodes a kv stream message into the version it writes,
 // all but its Key, and returns the key, which still points into the entry.
-func versionFromEntry(e *core.Entry) (Version, []byte, error) {
+func versionFromEntry(e *stabilizer.Entry) (Version, []byte, error) {
 	kind, key, value, err := decodeOp(e.Payload)
 	if err != nil {
 		return Version{}, nil, fmt.Errorf("%s seq %d: %w", e.Stream, e.Seq, err)
@@ -116,7 +116,7 @@ func decodeVersion(key string, b []byte) (Version, error) {
 	if logical, b, ok = uvarint(b); !ok {
 		return Version{}, bad
 	}
-	v.HLC = core.HLC{Wall: wall, Logical: uint32(logical)}
+	v.HLC = stabilizer.HLC{Wall: wall, Logical: uint32(logical)}
 	v.Value = append([]byte(nil), b...)
 	return v, nil
 }

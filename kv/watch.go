@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"github.com/stabilizer/stabilizer/stabilizer/core"
+	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
 // watcher buffers the changes one Watch has not taken yet. Changes are the
@@ -61,7 +61,7 @@ func (s *Store) Watch(ctx context.Context, prefix, stable string, fn func(Versio
 			return ctx.Err()
 		case v := <-w.ch:
 			if stable != "" {
-				if err := s.node.WaitFor(ctx, core.StreamID{Origin: v.Origin, Name: Stream}, stable, v.Seq); err != nil {
+				if err := s.node.WaitFor(ctx, stabilizer.StreamID{Origin: v.Origin, Name: Stream}, stable, v.Seq); err != nil {
 					return err
 				}
 			}

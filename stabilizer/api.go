@@ -8,14 +8,13 @@ import (
 	"time"
 
 	"github.com/stabilizer/stabilizer/frontier"
-	"github.com/stabilizer/stabilizer/stabilizer/core"
 )
 
 // Appended is where Append put a message.
 type Appended struct {
-	Stream core.StreamID
+	Stream StreamID
 	Seq    uint64
-	HLC    core.HLC
+	HLC    HLC
 }
 
 // Append adds payload to this site's stream and returns its seq and HLC at
@@ -27,9 +26,9 @@ func (n *Node) Append(ctx context.Context, stream string, payload []byte) (Appen
 	var err error
 	derr := n.do(ctx, func() {
 		var seq uint64
-		var h core.HLC
+		var h HLC
 		seq, h, err = n.core.Append(stream, payload)
-		res = Appended{Stream: core.StreamID{Origin: n.cfg.Site, Name: stream}, Seq: seq, HLC: h}
+		res = Appended{Stream: StreamID{Origin: n.cfg.Site, Name: stream}, Seq: seq, HLC: h}
 	})
 	if derr != nil {
 		return Appended{}, fmt.Errorf("stabilizer: append to %q: %w", stream, derr)
@@ -52,12 +51,12 @@ func (n *Node) AppendBatch(ctx context.Context, stream string, payloads [][]byte
 		return nil, nil
 	}
 	out := make([]Appended, len(payloads))
-	id := core.StreamID{Origin: n.cfg.Site, Name: stream}
+	id := StreamID{Origin: n.cfg.Site, Name: stream}
 	var err error
 	derr := n.do(ctx, func() {
 		for i, p := range payloads {
 			var seq uint64
-			var h core.HLC
+			var h HLC
 			// Only the stream name can fail, so only the first can.
 			if seq, h, err = n.core.Append(stream, p); err != nil {
 				return
@@ -143,13 +142,13 @@ func (n *Node) PredicateNames(ctx context.Context) []string {
 // built-ins first. It reads the node's copy, kept current by Start and
 // SetPredicate, so it costs no round trip through the loop (writes ask on
 // every request).
-func (n *Node) Predicates(context.Context) []core.PredicateDef {
+func (n *Node) Predicates(context.Context) []PredicateDef {
 	n.mu.Lock()
 	defs := n.mu.defs
 	n.mu.Unlock()
-	out := make([]core.PredicateDef, 0, len(defs)+5)
+	out := make([]PredicateDef, 0, len(defs)+5)
 	for _, name := range frontier.BuiltinNames() {
-		out = append(out, core.PredicateDef{Name: name, Source: frontier.Builtins[name], Version: 1})
+		out = append(out, PredicateDef{Name: name, Source: frontier.Builtins[name], Version: 1})
 	}
 	for _, d := range defs {
 		if !strings.HasPrefix(d.Name, "=") && frontier.Builtins[d.Name] == "" {
@@ -178,7 +177,7 @@ func (n *Node) SetPredicate(ctx context.Context, name, src string) (uint64, erro
 }
 
 // setDefs keeps the copy of the core's run-time predicates Predicates reads.
-func (n *Node) setDefs(defs []core.PredicateDef) {
+func (n *Node) setDefs(defs []PredicateDef) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.mu.defs = defs
@@ -186,10 +185,10 @@ func (n *Node) setDefs(defs []core.PredicateDef) {
 
 // Frontier returns the frontier of a predicate (name or source) on a
 // stream, as last published.
-func (n *Node) Frontier(ctx context.Context, id core.StreamID, predicate string) (core.FrontierState, error) {
+func (n *Node) Frontier(ctx context.Context, id StreamID, predicate string) (FrontierState, error) {
 	name, err := n.Predicate(ctx, predicate)
 	if err != nil {
-		return core.FrontierState{}, err
+		return FrontierState{}, err
 	}
 	f := n.pub.frontier(fkey{id, name})
 	f.Predicate = predicate
@@ -199,10 +198,10 @@ func (n *Node) Frontier(ctx context.Context, id core.StreamID, predicate string)
 // StableTime returns the global stable time under a predicate: every
 // message from any origin with an HLC at or below it is behind its origin's
 // frontier.
-func (n *Node) StableTime(ctx context.Context, predicate string) (core.HLC, error) {
+func (n *Node) StableTime(ctx context.Context, predicate string) (HLC, error) {
 	name, err := n.Predicate(ctx, predicate)
 	if err != nil {
-		return core.HLC{}, err
+		return HLC{}, err
 	}
 	return n.pub.stableTime(name), nil
 }
@@ -211,7 +210,7 @@ func (n *Node) StableTime(ctx context.Context, predicate string) (core.HLC, erro
 // awaited and how far it got.
 type WaitError struct {
 	Predicate string
-	Stream    core.StreamID
+	Stream    StreamID
 	Seq       uint64
 	Frontier  uint64
 	Waited    time.Duration
@@ -232,7 +231,7 @@ func (e *WaitError) Unwrap() error { return e.Err }
 
 // WaitFor blocks until the frontier of predicate (a name or source) on the
 // stream covers seq.
-func (n *Node) WaitFor(ctx context.Context, id core.StreamID, predicate string, seq uint64) error {
+func (n *Node) WaitFor(ctx context.Context, id StreamID, predicate string, seq uint64) error {
 	start := time.Now()
 	name, err := n.Predicate(ctx, predicate)
 	if err != nil {
@@ -269,7 +268,7 @@ func predicateLabel(p string) string {
 	return "inline"
 }
 
-func (n *Node) waitError(id core.StreamID, predicate, name string, seq uint64, waited time.Duration, cause error) error {
+func (n *Node) waitError(id StreamID, predicate, name string, seq uint64, waited time.Duration, cause error) error {
 	e := &WaitError{Predicate: predicate, Stream: id, Seq: seq, Waited: waited, Err: cause,
 		Frontier: n.pub.frontier(fkey{id, name}).Seq}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -304,7 +303,7 @@ func (n *Node) waitError(id core.StreamID, predicate, name string, seq uint64, w
 
 // AckTable returns a copy of a stream's ack table as this site knows it,
 // flat as frontier.Predicate.Eval takes it.
-func (n *Node) AckTable(ctx context.Context, id core.StreamID) ([]uint64, error) {
+func (n *Node) AckTable(ctx context.Context, id StreamID) ([]uint64, error) {
 	var acks []uint64
 	var err error
 	if derr := n.do(ctx, func() { acks, err = n.core.Acks(id) }); derr != nil {
@@ -315,11 +314,11 @@ func (n *Node) AckTable(ctx context.Context, id core.StreamID) ([]uint64, error)
 
 // StreamStatus describes one stream at this site.
 type StreamStatus struct {
-	Stream    core.StreamID
+	Stream    StreamID
 	Head      uint64 // appended (own) or received in order (remote)
 	Persisted uint64
 	Acks      []uint64 // flat, as AckTable
-	Frontiers map[string]core.FrontierState
+	Frontiers map[string]FrontierState
 }
 
 // Streams describes every stream this site knows, with its ack table and
@@ -329,7 +328,7 @@ func (n *Node) Streams(ctx context.Context) ([]StreamStatus, error) {
 	preds := n.PredicateNames(ctx)
 	err := n.do(ctx, func() {
 		for _, id := range n.core.Streams() {
-			st := StreamStatus{Stream: id, Frontiers: map[string]core.FrontierState{}}
+			st := StreamStatus{Stream: id, Frontiers: map[string]FrontierState{}}
 			st.Head, st.Persisted, _ = n.core.Head(id)
 			st.Acks, _ = n.core.Acks(id)
 			out = append(out, st)
@@ -345,8 +344,8 @@ func (n *Node) Streams(ctx context.Context) ([]StreamStatus, error) {
 
 // WatchFrontiers returns a Watch of every frontier advance for which keep
 // returns true (nil: all), buffered by buf.
-func (n *Node) WatchFrontiers(buf int, keep func(core.FrontierAdvance) bool) *Watch {
-	c := make(chan core.FrontierAdvance, max(buf, 1))
+func (n *Node) WatchFrontiers(buf int, keep func(FrontierAdvance) bool) *Watch {
+	c := make(chan FrontierAdvance, max(buf, 1))
 	w := &Watch{C: c, c: c, p: &n.pub, filter: keep}
 	n.pub.mu.Lock()
 	defer n.pub.mu.Unlock()
@@ -360,7 +359,7 @@ func (n *Node) WatchFrontiers(buf int, keep func(core.FrontierAdvance) bool) *Wa
 
 // Report acknowledges a custom level for a stream up to seq, as an
 // application that verified, downloaded or otherwise handled its messages.
-func (n *Node) Report(ctx context.Context, id core.StreamID, level string, seq uint64) error {
+func (n *Node) Report(ctx context.Context, id StreamID, level string, seq uint64) error {
 	var err error
 	if derr := n.do(ctx, func() { err = n.core.Report(id, level, seq) }); derr != nil {
 		return derr

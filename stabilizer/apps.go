@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/stabilizer/stabilizer/stabilizer/core"
 )
 
 // Applier consumes the messages of the streams of one name, from every
@@ -14,13 +12,13 @@ import (
 // Applier; when it returns nil the site acks `applied` for the entries. An
 // error is logged and the same entries are offered again after a pause.
 type Applier interface {
-	Apply(ctx context.Context, entries []core.Entry) error
+	Apply(ctx context.Context, entries []Entry) error
 }
 
 // Positioner is an Applier that keeps its own durable position per stream
 // (atomically with its state); delivery resumes after it on restart.
 type Positioner interface {
-	AppliedPositions() ([]core.Position, error)
+	AppliedPositions() ([]Position, error)
 }
 
 // appQueue hands one Applier its entries in order. The core bounds how many
@@ -31,7 +29,7 @@ type appQueue struct {
 	app    Applier
 	wake   chan struct{}
 	mu     sync.Mutex
-	queued []core.Entry
+	queued []Entry
 }
 
 // Handle registers the application of stream name. Call before Start.
@@ -48,8 +46,8 @@ func (n *Node) Handle(stream string, app Applier) error {
 	return nil
 }
 
-func (n *Node) appliedPositions() ([]core.Position, error) {
-	var out []core.Position
+func (n *Node) appliedPositions() ([]Position, error) {
+	var out []Position
 	for name, q := range n.mu.apps {
 		p, ok := q.app.(Positioner)
 		if !ok {
@@ -73,7 +71,7 @@ func (n *Node) startApps() {
 
 // deliver queues entries for their applications; it runs on the writer.
 // Entries of streams nobody handles are acked by ackUnhandled on the loop.
-func (n *Node) deliver(entries []core.Entry) {
+func (n *Node) deliver(entries []Entry) {
 	for i := 0; i < len(entries); {
 		j := i
 		id := entries[i].Stream
@@ -95,7 +93,7 @@ func (n *Node) deliver(entries []core.Entry) {
 
 // ackUnhandled runs on the loop: it acks `applied` at once for delivered
 // entries of streams no application handles.
-func (n *Node) ackUnhandled(entries []core.Entry) {
+func (n *Node) ackUnhandled(entries []Entry) {
 	for i := 0; i < len(entries); {
 		j := i
 		id := entries[i].Stream
@@ -140,7 +138,7 @@ func (n *Node) runApp(q *appQueue) {
 	}
 }
 
-func (n *Node) applyOne(ctx context.Context, q *appQueue, ents []core.Entry) bool {
+func (n *Node) applyOne(ctx context.Context, q *appQueue, ents []Entry) bool {
 	for {
 		err := q.app.Apply(ctx, ents)
 		if err == nil {

@@ -3,8 +3,6 @@ package stabilizer
 import (
 	"errors"
 	"fmt"
-
-	"github.com/stabilizer/stabilizer/stabilizer/core"
 )
 
 // MinChannelTag is the smallest tag an application channel may use. Frames
@@ -52,7 +50,7 @@ func (n *Node) SendChannel(peer string, tag byte, frame []byte) error {
 	buf := make([]byte, 1+len(frame))
 	buf[0] = tag
 	copy(buf[1:], frame)
-	return n.cfg.Transport.Send(peer, core.PlaneData, buf)
+	return n.cfg.Transport.Send(peer, PlaneData, buf)
 }
 
 // channelFrame hands an application frame to its channel; it reports

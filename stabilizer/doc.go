@@ -67,7 +67,7 @@
 //
 // A write waiting for a predicate that reads only `persisted` on this
 // site's own stream returns as soon as the acks that make it hold arrive
-// (core.FrontierAdvance.Settled), not once this site's record of the new
+// (FrontierAdvance.Settled), not once this site's record of the new
 // frontier is fsynced: those acks were fsynced where they were made, and a
 // peer holds a seq only because this site sent it, which it does only once
 // the seq is durable here. Frontier (and so the kv's stable reads) reports

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/stabilizer/stabilizer/stabilizer/core"
 	"github.com/stabilizer/stabilizer/stabilizer/transport"
 )
 
@@ -18,8 +17,8 @@ type grpcTransport struct{ t *transport.Transport }
 
 func (g grpcTransport) Start(h Handler) error { return g.t.Start(grpcHandler{h}) }
 
-func (g grpcTransport) Send(peer string, plane core.Plane, frame []byte) error {
-	if plane == core.PlaneControl {
+func (g grpcTransport) Send(peer string, plane Plane, frame []byte) error {
+	if plane == PlaneControl {
 		return g.t.TrySend(peer, transport.Control, frame)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -31,11 +30,11 @@ func (g grpcTransport) Close() error { return g.t.Close() }
 
 type grpcHandler struct{ h Handler }
 
-func toCorePlane(p transport.Plane) core.Plane {
+func toCorePlane(p transport.Plane) Plane {
 	if p == transport.Control {
-		return core.PlaneControl
+		return PlaneControl
 	}
-	return core.PlaneData
+	return PlaneData
 }
 
 func (g grpcHandler) Frame(peer string, p transport.Plane, frame []byte) {

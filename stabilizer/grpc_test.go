@@ -207,7 +207,7 @@ func benchReplicate(b *testing.B, size int, batch bool) {
 		}
 	}
 	if top.Seq > 0 {
-		if err := n.WaitFor(ctx, core.StreamID{Origin: "a", Name: "bench"}, "all", top.Seq); err != nil {
+		if err := n.WaitFor(ctx, StreamID{Origin: "a", Name: "bench"}, "all", top.Seq); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -224,7 +224,7 @@ func benchReplicate(b *testing.B, size int, batch bool) {
 type ackClock struct {
 	Transport
 	mu     sync.Mutex
-	stream core.StreamID
+	stream StreamID
 	seq    uint64
 	at     map[string]time.Time
 }
@@ -232,7 +232,7 @@ type ackClock struct {
 func (a *ackClock) Start(h Handler) error { return a.Transport.Start(ackHandler{h, a}) }
 
 // expect starts watching for acks of stream up to seq.
-func (a *ackClock) expect(stream core.StreamID, seq uint64) {
+func (a *ackClock) expect(stream StreamID, seq uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.stream, a.seq, a.at = stream, seq, map[string]time.Time{}
@@ -256,8 +256,8 @@ type ackHandler struct {
 	a *ackClock
 }
 
-func (h ackHandler) Frame(from string, plane core.Plane, frame []byte) {
-	if plane == core.PlaneControl {
+func (h ackHandler) Frame(from string, plane Plane, frame []byte) {
+	if plane == PlaneControl {
 		now := time.Now()
 		if m, err := wire.Decode(frame); err == nil {
 			h.a.mu.Lock()
@@ -293,7 +293,7 @@ func BenchmarkWaitOverhead(b *testing.B) {
 				})
 			ctx := context.Background()
 			n := c.nodes["a"]
-			id := core.StreamID{Origin: "a", Name: "bench"}
+			id := StreamID{Origin: "a", Name: "bench"}
 			// Let the connections come up.
 			a, err := n.Append(ctx, "bench", []byte("warm-up"))
 			if err != nil {

@@ -7,12 +7,12 @@ import (
 	"github.com/stabilizer/stabilizer/stabilizer/wire"
 )
 
-const bothPlanes = 1<<core.PlaneData | 1<<core.PlaneControl
+const bothPlanes = 1<<PlaneData | 1<<PlaneControl
 
 // handler adapts the node to the Transport's callbacks.
 type handler struct{ n *Node }
 
-func (h handler) Frame(from string, plane core.Plane, frame []byte) {
+func (h handler) Frame(from string, plane Plane, frame []byte) {
 	if h.n.channelFrame(from, frame) {
 		return
 	}
@@ -27,7 +27,7 @@ func (h handler) Frame(from string, plane core.Plane, frame []byte) {
 	}
 	h.n.m.received(from, len(frame))
 	ch := h.n.inputs
-	if plane == core.PlaneControl {
+	if plane == PlaneControl {
 		ch = h.n.ctrl
 	}
 	_ = h.n.submitTo(h.n.ctx, ch, func() {
@@ -37,9 +37,9 @@ func (h handler) Frame(from string, plane core.Plane, frame []byte) {
 	})
 }
 
-func (h handler) Up(peer string, plane core.Plane) { h.n.planeChange(peer, plane, true) }
+func (h handler) Up(peer string, plane Plane) { h.n.planeChange(peer, plane, true) }
 
-func (h handler) Down(peer string, plane core.Plane, err error) {
+func (h handler) Down(peer string, plane Plane, err error) {
 	if err != nil {
 		h.n.log.Debug("connection down", "peer", peer, "plane", plane, "error", err)
 	}
@@ -48,7 +48,7 @@ func (h handler) Down(peer string, plane core.Plane, err error) {
 
 // planeChange tells the core a peer is connected once both planes are up,
 // and disconnected as soon as either breaks.
-func (n *Node) planeChange(peer string, plane core.Plane, up bool) {
+func (n *Node) planeChange(peer string, plane Plane, up bool) {
 	n.mu.Lock()
 	was := n.mu.planes[peer] == bothPlanes
 	if up {

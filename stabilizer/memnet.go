@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/stabilizer/stabilizer/stabilizer/core"
 )
 
 // MemNetwork connects nodes in one process without sockets, for tests of
@@ -23,7 +21,7 @@ type MemNetwork struct {
 
 type memFrame struct {
 	from, to string
-	plane    core.Plane
+	plane    Plane
 	frame    []byte
 }
 
@@ -74,7 +72,7 @@ func (n *MemNetwork) setCut(a, b string, cut bool) {
 		if pair[0] == nil || pair[1] == nil {
 			continue
 		}
-		for _, p := range []core.Plane{core.PlaneData, core.PlaneControl} {
+		for _, p := range []Plane{PlaneData, PlaneControl} {
 			if cut {
 				pair[0].h.Down(pair[1].site, p, errors.New("memnet: link cut"))
 			} else {
@@ -117,7 +115,7 @@ func (t *memTransport) Start(h Handler) error {
 	}
 	n.mu.Unlock()
 	for _, p := range peers {
-		for _, pl := range []core.Plane{core.PlaneData, core.PlaneControl} {
+		for _, pl := range []Plane{PlaneData, PlaneControl} {
 			t.h.Up(p.site, pl)
 			p.h.Up(t.site, pl)
 		}
@@ -125,7 +123,7 @@ func (t *memTransport) Start(h Handler) error {
 	return nil
 }
 
-func (t *memTransport) Send(peer string, plane core.Plane, frame []byte) error {
+func (t *memTransport) Send(peer string, plane Plane, frame []byte) error {
 	select {
 	case t.net.queue <- memFrame{from: t.site, to: peer, plane: plane, frame: frame}:
 		return nil
@@ -148,7 +146,7 @@ func (t *memTransport) Close() error {
 	}
 	n.mu.Unlock()
 	for _, p := range peers {
-		for _, pl := range []core.Plane{core.PlaneData, core.PlaneControl} {
+		for _, pl := range []Plane{PlaneData, PlaneControl} {
 			p.h.Down(t.site, pl, errors.New("memnet: peer closed"))
 		}
 	}

@@ -162,7 +162,7 @@ type Node struct {
 		apps    map[string]*appQueue
 		inline  map[string]bool // inline predicates registered with the core
 		// defs are the core's run-time predicates, for Predicates.
-		defs []core.PredicateDef
+		defs []PredicateDef
 		// channels are the application channels, by tag (channels.go).
 		channels map[byte]ChannelHandler
 		planes   map[string]uint8

@@ -19,16 +19,16 @@ import (
 // recorder is an Applier that checks per-stream order and keeps what it got.
 type recorder struct {
 	mu   sync.Mutex
-	got  map[core.StreamID][]string
-	last map[core.StreamID]uint64
+	got  map[StreamID][]string
+	last map[StreamID]uint64
 	err  error
 }
 
 func newRecorder() *recorder {
-	return &recorder{got: map[core.StreamID][]string{}, last: map[core.StreamID]uint64{}}
+	return &recorder{got: map[StreamID][]string{}, last: map[StreamID]uint64{}}
 }
 
-func (r *recorder) Apply(_ context.Context, es []core.Entry) error {
+func (r *recorder) Apply(_ context.Context, es []Entry) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range es {
@@ -43,7 +43,7 @@ func (r *recorder) Apply(_ context.Context, es []core.Entry) error {
 	return nil
 }
 
-func (r *recorder) count(id core.StreamID) int {
+func (r *recorder) count(id StreamID) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.got[id])
@@ -161,7 +161,7 @@ func TestThreeSitesAllPredicates(t *testing.T) {
 			t.Fatal(r.err)
 		}
 		for _, o := range c.schema.Sites {
-			id := core.StreamID{Origin: o, Name: "log"}
+			id := StreamID{Origin: o, Name: "log"}
 			if n := r.count(id); n != 50 {
 				t.Fatalf("%s applied %d of %s's 50 messages", s, n, o)
 			}

@@ -97,46 +97,46 @@ func (n *Node) readyBatch(rd *core.Ready) *storage.Batch {
 	return &b
 }
 
-func frontierKey(id core.StreamID, pred string) []byte {
+func frontierKey(id StreamID, pred string) []byte {
 	k := append([]byte{keyFrontier}, id.Origin...)
 	k = append(append(k, 0), id.Name...)
 	return append(append(k, 0), pred...)
 }
 
-func appendHLC(b []byte, h core.HLC) []byte {
+func appendHLC(b []byte, h HLC) []byte {
 	b = binary.AppendVarint(b, h.Wall)
 	return binary.AppendUvarint(b, uint64(h.Logical))
 }
 
-func readHLC(b []byte) (core.HLC, []byte, error) {
+func readHLC(b []byte) (HLC, []byte, error) {
 	w, n := binary.Varint(b)
 	if n <= 0 {
-		return core.HLC{}, nil, errors.New("bad hlc")
+		return HLC{}, nil, errors.New("bad hlc")
 	}
 	l, m := binary.Uvarint(b[n:])
 	if m <= 0 {
-		return core.HLC{}, nil, errors.New("bad hlc")
+		return HLC{}, nil, errors.New("bad hlc")
 	}
-	return core.HLC{Wall: w, Logical: uint32(l)}, b[n+m:], nil
+	return HLC{Wall: w, Logical: uint32(l)}, b[n+m:], nil
 }
 
 // appendStored keeps the HLC's wall time in the stored message's HLC field
 // and its logical part in front of the payload, so the entry reads back
 // whole. The stored payload is appended to dst; the message's is capped, so
 // later appends to dst never write into it.
-func appendStored(dst []byte, e *core.Entry) ([]byte, storage.Message) {
+func appendStored(dst []byte, e *Entry) ([]byte, storage.Message) {
 	start := len(dst)
 	dst = binary.AppendUvarint(dst, uint64(e.HLC.Logical))
 	dst = append(dst, e.Payload...)
 	return dst, storage.Message{Seq: e.Seq, HLC: uint64(e.HLC.Wall), Payload: dst[start:len(dst):len(dst)]}
 }
 
-func fromStored(id core.StreamID, m *storage.Message) (core.Entry, error) {
+func fromStored(id StreamID, m *storage.Message) (Entry, error) {
 	l, w := binary.Uvarint(m.Payload)
 	if w <= 0 {
-		return core.Entry{}, fmt.Errorf("stabilizer: corrupt message %s seq %d", id, m.Seq)
+		return Entry{}, fmt.Errorf("stabilizer: corrupt message %s seq %d", id, m.Seq)
 	}
-	return core.Entry{Stream: id, Seq: m.Seq, HLC: core.HLC{Wall: int64(m.HLC), Logical: uint32(l)}, Payload: m.Payload[w:]}, nil
+	return Entry{Stream: id, Seq: m.Seq, HLC: HLC{Wall: int64(m.HLC), Logical: uint32(l)}, Payload: m.Payload[w:]}, nil
 }
 
 // logReader lets the core read back persisted entries. It reads what is
@@ -145,12 +145,12 @@ func fromStored(id core.StreamID, m *storage.Message) (core.Entry, error) {
 // released only after that fsync.
 type logReader struct{ st *storage.Store }
 
-func (r logReader) Entries(id core.StreamID, lo, hi uint64, maxBytes int) ([]core.Entry, error) {
+func (r logReader) Entries(id StreamID, lo, hi uint64, maxBytes int) ([]Entry, error) {
 	msgs, err := r.st.ReadApplied(id.Origin, id.Name, lo, int(hi-lo+1), maxBytes)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]core.Entry, 0, len(msgs))
+	out := make([]Entry, 0, len(msgs))
 	for i := range msgs {
 		e, err := fromStored(id, &msgs[i])
 		if err != nil {
@@ -165,9 +165,9 @@ func (r logReader) Entries(id core.StreamID, lo, hi uint64, maxBytes int) ([]cor
 func (n *Node) restoreState() (core.State, error) {
 	var st core.State
 	for _, si := range n.store.Streams() {
-		id := core.StreamID{Origin: si.Origin, Name: si.Stream}
+		id := StreamID{Origin: si.Origin, Name: si.Stream}
 		if si.Head > 0 {
-			p := core.Position{Stream: id, Seq: si.Head}
+			p := Position{Stream: id, Seq: si.Head}
 			if ents, err := (logReader{n.store}).Entries(id, si.Head, si.Head, 0); err == nil && len(ents) == 1 {
 				p.HLC = ents[0].HLC
 			}
@@ -200,7 +200,7 @@ func (n *Node) restoreKey(st *core.State, k, v []byte) error {
 		if w <= 0 {
 			return bad
 		}
-		st.Predicates = append(st.Predicates, core.PredicateDef{Name: string(k[1:]), Version: ver, Source: string(v[w:])})
+		st.Predicates = append(st.Predicates, PredicateDef{Name: string(k[1:]), Version: ver, Source: string(v[w:])})
 	case keyFrontier:
 		parts := splitZero(k[1:])
 		if len(parts) != 3 {
@@ -218,14 +218,14 @@ func (n *Node) restoreKey(st *core.State, k, v []byte) error {
 		if err != nil {
 			return bad
 		}
-		st.Frontiers = append(st.Frontiers, core.FrontierState{
-			Stream: core.StreamID{Origin: parts[0], Name: parts[1]}, Predicate: parts[2], Seq: seq, Version: ver, HLC: h})
+		st.Frontiers = append(st.Frontiers, FrontierState{
+			Stream: StreamID{Origin: parts[0], Name: parts[1]}, Predicate: parts[2], Seq: seq, Version: ver, HLC: h})
 	case keyStable:
 		h, _, err := readHLC(v)
 		if err != nil {
 			return bad
 		}
-		st.StableTimes = append(st.StableTimes, core.StableTime{Predicate: string(k[1:]), Time: h})
+		st.StableTimes = append(st.StableTimes, StableTime{Predicate: string(k[1:]), Time: h})
 	case keyClock:
 		h, _, err := readHLC(v)
 		if err != nil {

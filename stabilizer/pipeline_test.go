@@ -78,7 +78,7 @@ func TestWaitReleasesHeldFrontier(t *testing.T) {
 
 // appliedFrontier reads the frontier record a node applied to its store,
 // published or not.
-func appliedFrontier(t *testing.T, n *Node, id core.StreamID, pred string) uint64 {
+func appliedFrontier(t *testing.T, n *Node, id StreamID, pred string) uint64 {
 	v, err := n.store.AppGet(nodeNS, frontierKey(id, pred))
 	if err != nil {
 		return 0
@@ -96,7 +96,7 @@ func appliedFrontier(t *testing.T, n *Node, id core.StreamID, pred string) uint6
 func TestUnawaitedFrontiersStillAdvance(t *testing.T) {
 	c := newCluster(t, "a", "b", "c")
 	ctx := ctxT(t)
-	w := c.nodes["b"].WatchFrontiers(1024, func(a core.FrontierAdvance) bool {
+	w := c.nodes["b"].WatchFrontiers(1024, func(a FrontierAdvance) bool {
 		return a.Stream.Origin == "a" && a.Predicate == "all"
 	})
 	defer w.Stop()

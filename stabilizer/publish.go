@@ -2,12 +2,10 @@ package stabilizer
 
 import (
 	"sync"
-
-	"github.com/stabilizer/stabilizer/stabilizer/core"
 )
 
 type fkey struct {
-	id   core.StreamID
+	id   StreamID
 	pred string
 }
 
@@ -21,32 +19,32 @@ type waiter struct {
 // never go through the loop.
 type publisher struct {
 	mu        sync.Mutex
-	frontiers map[fkey]core.FrontierState
+	frontiers map[fkey]FrontierState
 	// settled is, per stream and predicate, the furthest settled advance
-	// (core.FrontierAdvance.Settled), which waits and reads may count on
+	// (FrontierAdvance.Settled), which waits and reads may count on
 	// before it is durable here and published to watchers.
-	settled  map[fkey]core.FrontierState
+	settled  map[fkey]FrontierState
 	waiters  map[fkey][]*waiter
-	stable   map[string]core.HLC
+	stable   map[string]HLC
 	watchers map[*Watch]struct{}
 	closed   bool
 }
 
 func (p *publisher) init() {
-	p.frontiers = map[fkey]core.FrontierState{}
-	p.settled = map[fkey]core.FrontierState{}
+	p.frontiers = map[fkey]FrontierState{}
+	p.settled = map[fkey]FrontierState{}
 	p.waiters = map[fkey][]*waiter{}
-	p.stable = map[string]core.HLC{}
+	p.stable = map[string]HLC{}
 	p.watchers = map[*Watch]struct{}{}
 }
 
-func (p *publisher) seed(f core.FrontierState) {
+func (p *publisher) seed(f FrontierState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.frontiers[fkey{f.Stream, f.Predicate}] = f
 }
 
-func (p *publisher) setStable(s core.StableTime) {
+func (p *publisher) setStable(s StableTime) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old := p.stable[s.Predicate]; old.Less(s.Time) {
@@ -54,7 +52,7 @@ func (p *publisher) setStable(s core.StableTime) {
 	}
 }
 
-func (p *publisher) publish(advs []core.FrontierAdvance, stable []core.StableTime) {
+func (p *publisher) publish(advs []FrontierAdvance, stable []StableTime) {
 	if len(advs) == 0 && len(stable) == 0 {
 		return
 	}
@@ -62,7 +60,7 @@ func (p *publisher) publish(advs []core.FrontierAdvance, stable []core.StableTim
 	defer p.mu.Unlock()
 	for _, a := range advs {
 		k := fkey{a.Stream, a.Predicate}
-		p.frontiers[k] = core.FrontierState{Stream: a.Stream, Predicate: a.Predicate, Seq: a.To, Version: a.Version, HLC: a.HLC}
+		p.frontiers[k] = FrontierState{Stream: a.Stream, Predicate: a.Predicate, Seq: a.To, Version: a.Version, HLC: a.HLC}
 		p.wakeLocked(k, a.To)
 	}
 	for _, s := range stable {
@@ -78,7 +76,7 @@ func (p *publisher) publish(advs []core.FrontierAdvance, stable []core.StableTim
 // wake ends the waits that settled advances cover, before the advances
 // are durable here: what the waiters learn (the predicate holds for their
 // seq) rests on acks durable where they were made.
-func (p *publisher) wake(advs []core.FrontierAdvance) {
+func (p *publisher) wake(advs []FrontierAdvance) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, a := range advs {
@@ -87,7 +85,7 @@ func (p *publisher) wake(advs []core.FrontierAdvance) {
 		}
 		k := fkey{a.Stream, a.Predicate}
 		if a.To > p.settled[k].Seq {
-			p.settled[k] = core.FrontierState{Stream: a.Stream, Predicate: a.Predicate, Seq: a.To, Version: a.Version, HLC: a.HLC}
+			p.settled[k] = FrontierState{Stream: a.Stream, Predicate: a.Predicate, Seq: a.To, Version: a.Version, HLC: a.HLC}
 		}
 		p.wakeLocked(k, a.To)
 	}
@@ -113,7 +111,7 @@ func (p *publisher) wakeLocked(k fkey, to uint64) {
 
 // awaited reports whether a waiter waits for one of the advances: a write
 // whose caller is blocked until the frontier covers it.
-func (p *publisher) awaited(advs []core.FrontierAdvance) bool {
+func (p *publisher) awaited(advs []FrontierAdvance) bool {
 	if len(advs) == 0 {
 		return false
 	}
@@ -159,16 +157,16 @@ func (p *publisher) cancel(k fkey, w *waiter) {
 
 // frontier is the furthest of the published frontier and the settled one:
 // what a wait or a stable read may count on.
-func (p *publisher) frontier(k fkey) core.FrontierState {
+func (p *publisher) frontier(k fkey) FrontierState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.frontierLocked(k)
 }
 
-func (p *publisher) frontierLocked(k fkey) core.FrontierState {
+func (p *publisher) frontierLocked(k fkey) FrontierState {
 	f, ok := p.frontiers[k]
 	if !ok {
-		f = core.FrontierState{Stream: k.id, Predicate: k.pred}
+		f = FrontierState{Stream: k.id, Predicate: k.pred}
 	}
 	if s := p.settled[k]; s.Seq > f.Seq {
 		f = s
@@ -176,7 +174,7 @@ func (p *publisher) frontierLocked(k fkey) core.FrontierState {
 	return f
 }
 
-func (p *publisher) stableTime(pred string) core.HLC {
+func (p *publisher) stableTime(pred string) HLC {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stable[pred]
@@ -196,15 +194,15 @@ func (p *publisher) close() {
 // falls more than its buffer behind misses advances; Lagged counts them,
 // and Node.Frontier always has the current value.
 type Watch struct {
-	C       <-chan core.FrontierAdvance
-	c       chan core.FrontierAdvance
+	C       <-chan FrontierAdvance
+	c       chan FrontierAdvance
 	p       *publisher
-	filter  func(core.FrontierAdvance) bool
+	filter  func(FrontierAdvance) bool
 	Dropped uint64
 	done    bool
 }
 
-func (w *Watch) offer(advs []core.FrontierAdvance) {
+func (w *Watch) offer(advs []FrontierAdvance) {
 	for _, a := range advs {
 		if w.filter != nil && !w.filter(a) {
 			continue

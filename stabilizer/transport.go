@@ -1,9 +1,5 @@
 package stabilizer
 
-import (
-	"github.com/stabilizer/stabilizer/stabilizer/core"
-)
-
 // Transport carries encoded frames between this site and its peers, on two
 // planes whose connections are separate so acks never queue behind data.
 // The gRPC transport (package transport) is the real one; MemNetwork is an
@@ -14,7 +10,7 @@ type Transport interface {
 	// Send queues frame for peer on plane. Frames to one peer on one plane
 	// arrive in order or not at all; an error means the frame was dropped
 	// (the core resends what matters after the next Connected).
-	Send(peer string, plane core.Plane, frame []byte) error
+	Send(peer string, plane Plane, frame []byte) error
 	// Close stops everything Start began and waits for it.
 	Close() error
 }
@@ -23,9 +19,9 @@ type Transport interface {
 // may block to push back on a fast sender; they are called from the
 // transport's goroutines.
 type Handler interface {
-	Frame(from string, plane core.Plane, frame []byte)
+	Frame(from string, plane Plane, frame []byte)
 	// Up and Down report that the connection to peer on plane came up or
 	// broke. A peer counts as connected while both planes are up.
-	Up(peer string, plane core.Plane)
-	Down(peer string, plane core.Plane, err error)
+	Up(peer string, plane Plane)
+	Down(peer string, plane Plane, err error)
 }

@@ -22,7 +22,7 @@ func (c *Core) assertInvariants() {
 			if s.mem[i].Seq != s.memFirst()+uint64(i) || s.mem[i].Stream != s.id {
 				panic(fmt.Sprintf("core: invariant: %s memory holds %s seq %d at %d, first %d", s.id, s.mem[i].Stream, s.mem[i].Seq, i, s.memFirst()))
 			}
-			bytes += s.mem[i].size()
+			bytes += entrySize(&s.mem[i])
 		}
 		if bytes != s.memBytes {
 			panic(fmt.Sprintf("core: invariant: %s memory counts %d bytes, holds %d", s.id, s.memBytes, bytes))

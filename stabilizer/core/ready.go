@@ -297,7 +297,7 @@ func (c *Core) dataMessages(rd *Ready, p *peer) {
 				for _, e := range ents {
 					// An entry larger than the batch or the window goes
 					// alone, when nothing else is in the batch or in flight.
-					sz := e.size()
+					sz := entrySize(&e)
 					if bytes > 0 && bytes+sz > c.cfg.MaxBatchBytes {
 						break
 					}

@@ -145,7 +145,7 @@ func (s *stream) memFirst() uint64 {
 
 func (s *stream) push(e Entry) {
 	s.mem = append(s.mem, e)
-	s.memBytes += e.size()
+	s.memBytes += entrySize(&e)
 	s.head = e.Seq
 	s.headHLC = e.HLC
 }
@@ -166,7 +166,7 @@ func (s *stream) trim(low uint64, maxBytes int) {
 	k := 0
 	bytes := s.memBytes
 	for k < len(s.mem) && s.mem[k].Seq <= s.durable && (s.mem[k].Seq < low || bytes > maxBytes) {
-		bytes -= s.mem[k].size()
+		bytes -= entrySize(&s.mem[k])
 		k++
 	}
 	if k == 0 {
@@ -192,7 +192,7 @@ func (c *Core) read(s *stream, lo, hi uint64, maxBytes int) ([]Entry, error) {
 		i := int(lo - first)
 		j, bytes := i, 0
 		for j < len(s.mem) && s.mem[j].Seq <= hi && (j == i || bytes < maxBytes) {
-			bytes += s.mem[j].size()
+			bytes += entrySize(&s.mem[j])
 			j++
 		}
 		return s.mem[i:j:j], nil
