@@ -29,23 +29,9 @@
 //	r, err := st.Get(ctx, "jobs/7", kv.ReadOptions{Quorum: "majority"})
 //	srv := kv.NewServer(st) // the gRPC API of kvpb
 //
-//	cl, err := kv.Dial(addr) // a site's client address
-//	w, err := cl.Put(ctx, "jobs/7", rec, "majority", 10*time.Second)
-//	g, err := cl.Get(ctx, &kvpb.GetRequest{Key: "jobs/7"}) // sees the Put anywhere
-//
-// Client is the Go client; kvctl is built on it. Its Puts and Deletes are
-// pipelined on one Writes stream per Client, opened by the first write:
-// any number of goroutines write at once, each call gets its own answer as
-// soon as its wait holds, and the site appends whatever writes have arrived
-// together (one batch per wait and timeout), so a write never waits for
-// another to be answered. Writes queued while the stream's sender is busy
-// go in one message, and answers ready together come back in one, once
-// both ends said they read such messages (older sites and clients get one
-// write per message): gRPC's cost per message is then paid per batch. A
-// call whose ctx ends returns at once (the write may still be made, as a
-// unary request in flight may be). If the stream breaks, every unanswered
-// write fails with codes.Unavailable and the next write opens a new stream. With Client.Unary each write is one unary
-// request instead, as are writes over 64 KiB.
+// The Go client is package kv/kvclient, which links only the API (kvpb)
+// and gRPC: a program that only talks to sites pulls in none of this
+// package's storage or Raft.
 //
 // # Concurrency
 //
@@ -56,9 +42,8 @@
 // Server.Writes serves each stream with goroutines that end with it: the
 // handler's reads, one appends, one waiter per (wait, timeout) with writes
 // waiting, one per write of a linearizable key, and one sends, the only
-// one. It stops reading while MaxUnanswered writes are unanswered. A
-// Client's stream has two goroutines, whatever the number of writers: one
-// sends, one reads the answers; Close waits for them. Server.Drain asks
-// every stream's client to close it, so that GracefulStop does not wait
-// for clients. All the mutexes of Server and Client are leaves.
+// one. It stops reading while MaxUnanswered writes are unanswered.
+// Server.Drain asks every stream's client to close it, so that
+// GracefulStop does not wait for clients. All the mutexes of Server are
+// leaves.
 package kv

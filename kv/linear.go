@@ -14,10 +14,9 @@ import (
 	"github.com/stabilizer/stabilizer/kv/lin"
 )
 
-// LinOrigin is the origin reported for versions of linearizable keys: they
-// belong to the Raft group, not to one site's stream; their seq is the key's
-// version.
-const LinOrigin = "raft"
+// LinOrigin is the origin reported for versions of linearizable keys
+// (kvpb.LinOrigin).
+const LinOrigin = kvpb.LinOrigin
 
 // Linear routes the keys under Prefix to the linearizable mode.
 type Linear struct {

@@ -14,11 +14,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/stabilizer/stabilizer/frontier"
+	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
-// Stream is the name of every site's kv stream.
-const Stream = "kv"
+// Stream is the name of every site's kv stream (kvpb.Stream).
+const Stream = kvpb.Stream
 
 // Sentinel errors; returned errors wrap them and name the operand.
 var (

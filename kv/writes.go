@@ -26,22 +26,16 @@ func (s *Server) Writes(stream kvpb.KV_WritesServer) error {
 	w := &writeStream{s: s, stream: stream, slots: make(chan struct{}, MaxUnanswered),
 		readWake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1)}
 	w.mu.waits = map[waitKey][]*waitingBatch{}
-	if md, _ := metadata.FromIncomingContext(stream.Context()); len(md.Get(batchKey)) > 0 {
+	if md, _ := metadata.FromIncomingContext(stream.Context()); len(md.Get(kvpb.WritesBatchHeader)) > 0 {
 		// The header goes out now, not with the first answer, so that the
 		// client can batch its first writes.
-		if err := stream.SendHeader(metadata.Pairs(batchKey, "1")); err != nil {
+		if err := stream.SendHeader(metadata.Pairs(kvpb.WritesBatchHeader, "1")); err != nil {
 			return err
 		}
 		w.batch = true
 	}
 	return w.run()
 }
-
-// batchKey is the metadata key by which a Writes client and site say they
-// read messages carrying several writes or answers (WriteRequest.More,
-// WriteReply.More): one gRPC message, and its framing, per batch instead
-// of per write, on both sides.
-const batchKey = "kv-writes-batch"
 
 // maxBatchReplies bounds the answers in one message.
 const maxBatchReplies = 256

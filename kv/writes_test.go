@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/kv/lin"
 )
@@ -46,10 +47,10 @@ type served struct {
 
 // serve serves site's store (and lin's keys, if not nil) and returns a
 // client of it.
-func (c *cluster) serve(site string, l *Linear) (*Client, *served) {
+func (c *cluster) serve(site string, l *Linear) (*kvclient.Client, *served) {
 	s := &served{t: c.t, store: c.stores[site], lin: l, seen: map[string]int{}, failed: map[string]int{}}
 	s.start("127.0.0.1:0")
-	cl, err := Dial(s.addr)
+	cl, err := kvclient.Dial(s.addr)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func writeGoroutines() int {
 	}
 	count := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "kv.(*writeStream)") || strings.Contains(g, "kv.(*streamWriter)") {
+		if strings.Contains(g, "kv.(*writeStream)") || strings.Contains(g, "kvclient.(*streamWriter)") {
 			count++
 		}
 	}
@@ -664,7 +665,7 @@ func TestStreamBatchesOnlyForSitesThatReadThem(t *testing.T) {
 				cs, err := streamer(ctx, desc, cc, method, opts...)
 				return gatedStream{cs, gate, &sent}, err
 			}
-			cl, err := Dial(srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStreamInterceptor(gated))
+			cl, err := kvclient.Dial(srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStreamInterceptor(gated))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -682,14 +683,7 @@ func TestStreamBatchesOnlyForSitesThatReadThem(t *testing.T) {
 			for i := 1; i < n; i++ {
 				wg.Go(func() { _, errs[i] = cl.Put(ctx, fmt.Sprintf("k/%d", i), []byte("v"), "local", 0) })
 			}
-			cl.stream.Lock()
-			w := cl.stream.cur
-			cl.stream.Unlock()
-			waitUntil(t, func() bool {
-				w.mu.Lock()
-				defer w.mu.Unlock()
-				return len(w.mu.queue) == n-1
-			})
+			waitUntil(t, func() bool { return cl.Queued() == n-1 })
 			close(gate)
 			wg.Wait()
 			for i, err := range errs {
@@ -720,7 +714,7 @@ func TestStreamBatchMessages(t *testing.T) {
 	open := func(ask bool) kvpb.KV_WritesClient {
 		ctx := ctxT(t)
 		if ask {
-			ctx = metadata.AppendToOutgoingContext(ctx, batchKey, "1")
+			ctx = metadata.AppendToOutgoingContext(ctx, kvpb.WritesBatchHeader, "1")
 		}
 		st, err := cl.KV.Writes(ctx)
 		if err != nil {
@@ -737,7 +731,7 @@ func TestStreamBatchMessages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := len(md.Get(batchKey)) > 0; got != ask {
+		if got := len(md.Get(kvpb.WritesBatchHeader)) > 0; got != ask {
 			t.Fatalf("client asked for batches: %v; site announced them: %v", ask, got)
 		}
 		if r, err := st.Recv(); err != nil || r.Id != 1 || r.Code != 0 || len(r.More) != 0 {
@@ -785,73 +779,6 @@ func TestStreamBatchMessages(t *testing.T) {
 		_, err := st.Recv()
 		if status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("malformed batch %v: %v, want InvalidArgument", bad, err)
-		}
-	}
-}
-
-// sentMsgs is a client stream that keeps what is sent on it.
-type sentMsgs struct {
-	kvpb.KV_WritesClient
-	msgs []*kvpb.WriteRequest
-}
-
-func (s *sentMsgs) Send(m *kvpb.WriteRequest) error {
-	s.msgs = append(s.msgs, m)
-	return nil
-}
-
-// TestClientBatchSizes: once the site reads batches, the client puts as
-// many queued writes in one message as maxBatchWrites and streamMaxBytes
-// allow, a write too large to share a message alone; before, one each.
-func TestClientBatchSizes(t *testing.T) {
-	calls := func(n, valueBytes int) []*call {
-		cs := make([]*call, n)
-		for i := range cs {
-			cs[i] = &call{req: kvpb.WriteRequest{Id: uint64(i + 1), Key: fmt.Sprintf("k/%d", i), Value: make([]byte, valueBytes)}}
-		}
-		return cs
-	}
-	sizes := func(batched bool, cs []*call) []int {
-		w := &streamWriter{}
-		w.batched.Store(batched)
-		st := &sentMsgs{}
-		for i := 0; i < len(cs); {
-			n, err := w.sendSome(st, cs[i:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			i += n
-		}
-		var out []int
-		next := uint64(1)
-		for _, m := range st.msgs {
-			ws := []*kvpb.WriteRequest{m}
-			if m.Id == 0 {
-				ws = m.More
-			}
-			for _, r := range ws {
-				if r.Id != next {
-					t.Fatalf("write %d sent where %d was due", r.Id, next)
-				}
-				next++
-			}
-			out = append(out, len(ws))
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		batched   bool
-		n, value  int
-		wantSizes string
-	}{
-		{false, 3, 10, "[1 1 1]"},
-		{true, 1, 10, "[1]"},
-		{true, 300, 10, "[256 44]"},
-		{true, 4, 30 << 10, "[2 2]"},
-		{true, 2, 64 << 10, "[1 1]"},
-	} {
-		if got := fmt.Sprint(sizes(tc.batched, calls(tc.n, tc.value))); got != tc.wantSizes {
-			t.Errorf("batched %v, %d writes of %d bytes: messages of %s writes, want %s", tc.batched, tc.n, tc.value, got, tc.wantSizes)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 )
 
@@ -72,7 +72,7 @@ func TestKill9DuringMajorityWrites(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, site := range three {
-		cl, err := kv.Dial(c.info(site).Client)
+		cl, err := kvclient.Dial(c.info(site).Client)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestKill9DuringMajorityWrites(t *testing.T) {
 	// Every acknowledged write, at every site: wait until each site has
 	// applied every origin's stream as far as its writer got, then read.
 	for _, site := range three {
-		cl, err := kv.Dial(c.info(site).Client)
+		cl, err := kvclient.Dial(c.info(site).Client)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestKill9DuringMajorityWrites(t *testing.T) {
 		}
 	}
 	// The restarted site caught up: its own latest state has them all.
-	cl, err := kv.Dial(c.info("ap-south-1").Client)
+	cl, err := kvclient.Dial(c.info("ap-south-1").Client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestConcurrentWritersConvergeAcrossProcesses(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl, err := kv.Dial(c.info(site).Client)
+			cl, err := kvclient.Dial(c.info(site).Client)
 			if err != nil {
 				t.Error(err)
 				return
@@ -224,7 +224,7 @@ func TestShutdownWithOpenWriteStream(t *testing.T) {
 	c := startCluster(t, three...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := kv.Dial(c.info("us-east-1").Client)
+	cl, err := kvclient.Dial(c.info("us-east-1").Client)
 	if err != nil {
 		t.Fatal(err)
 	}

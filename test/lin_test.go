@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 )
 
@@ -58,7 +58,7 @@ func TestLinearizableSurvivesLeaderKill9(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	leader := func(site string) string {
-		cl, err := kv.Dial(c.info(site).Client)
+		cl, err := kvclient.Dial(c.info(site).Client)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestLinearizableSurvivesLeaderKill9(t *testing.T) {
 			break
 		}
 	}
-	cl, err := kv.Dial(c.info(writer).Client)
+	cl, err := kvclient.Dial(c.info(writer).Client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestLinearizableSurvivesLeaderKill9(t *testing.T) {
 		t.Fatalf("only %d of 40 writes acknowledged across the leader's kill", got)
 	}
 	for _, site := range three {
-		r, err := kv.Dial(c.info(site).Client)
+		r, err := kvclient.Dial(c.info(site).Client)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 )
 
@@ -64,12 +64,12 @@ func (r *remote) dialOptions() ([]grpc.DialOption, error) {
 	return []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))}, nil
 }
 
-func (r *remote) client() (*kv.Client, error) {
+func (r *remote) client() (*kvclient.Client, error) {
 	opts, err := r.dialOptions()
 	if err != nil {
 		return nil, err
 	}
-	c, err := kv.Dial(r.endpoint, opts...)
+	c, err := kvclient.Dial(r.endpoint, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (r *remote) client() (*kv.Client, error) {
 	return c, nil
 }
 
-func (r *remote) dial() (*kv.Client, context.Context, context.CancelFunc, error) {
+func (r *remote) dial() (*kvclient.Client, context.Context, context.CancelFunc, error) {
 	c, err := r.client()
 	if err != nil {
 		return nil, nil, nil, err
@@ -292,7 +292,7 @@ A missing key exits with status 1.`,
   kvctl get jobs/7 --session us-east-1:42   # read your own write made at another site`,
 		Args: exactArgs("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sess, err := kv.ParseSession(session)
+			sess, err := kvclient.ParseSession(session)
 			if err != nil {
 				return usageError{err}
 			}
@@ -403,8 +403,8 @@ type writeJSONOut struct {
 	Session string  `json:"session"`
 }
 
-func printWrite(w io.Writer, format, key, wait string, res *kvpb.WriteResponse, c *kv.Client) error {
-	out := writeJSONOut{Key: key, Origin: res.Origin, Seq: res.Seq, HLC: hlcOf(res.Hlc), Wait: wait, Session: kv.FormatSession(c.Session())}
+func printWrite(w io.Writer, format, key, wait string, res *kvpb.WriteResponse, c *kvclient.Client) error {
+	out := writeJSONOut{Key: key, Origin: res.Origin, Seq: res.Seq, HLC: hlcOf(res.Hlc), Wait: wait, Session: kvclient.FormatSession(c.Session())}
 	switch format {
 	case "json":
 		return writeJSON(w, out)
@@ -414,7 +414,7 @@ func printWrite(w io.Writer, format, key, wait string, res *kvpb.WriteResponse, 
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", key, out.Origin, out.Seq, out.HLC, out.Session)
 		return tw.Flush()
 	}
-	if out.Origin == kv.LinOrigin {
+	if out.Origin == kvpb.LinOrigin {
 		fmt.Fprintf(w, "OK %s version %d (linearizable)\n", key, out.Seq)
 		return nil
 	}
@@ -424,7 +424,7 @@ func printWrite(w io.Writer, format, key, wait string, res *kvpb.WriteResponse, 
 
 // open checks the output format against what the command supports, then
 // connects; done closes what it opened.
-func (r *remote) open(formats ...string) (*kv.Client, context.Context, func(), error) {
+func (r *remote) open(formats ...string) (*kvclient.Client, context.Context, func(), error) {
 	if err := r.g.checkOutput(formats...); err != nil {
 		return nil, nil, nil, err
 	}

@@ -29,11 +29,11 @@ import (
 
 // Systems, as results.json names them.
 const (
-	// sysOurs is our KV through kv.Client as shipped: each client's writes
+	// sysOurs is our KV through kvclient.Client as shipped: each client's writes
 	// pipelined on one Writes stream.
 	sysOurs = "stabilizer"
 	// sysOursUnary is our KV with one unary request per write
-	// (kv.Client.Unary), as the peers' clients send theirs.
+	// (kvclient.Client.Unary), as the peers' clients send theirs.
 	sysOursUnary = "stabilizer-unary"
 	sysLin       = "stabilizer-lin"
 	sysEtcd      = "etcd"

@@ -18,7 +18,7 @@ import (
 	"github.com/stabilizer/stabilizer/cmd/internal/loadgen"
 	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
 	"github.com/stabilizer/stabilizer/frontier"
-	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/wan"
 )
@@ -188,9 +188,9 @@ func benchOursWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 			_ = down(d, io.Discard)
 		}
 	}
-	clients := map[string]*kv.Client{}
+	clients := map[string]*kvclient.Client{}
 	for _, s := range st.Sites {
-		c, err := kv.Dial(s.Client)
+		c, err := kvclient.Dial(s.Client)
 		if err != nil {
 			return err
 		}
@@ -248,7 +248,7 @@ func benchOursWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 
 // waitLinLeader waits until the linearizable mode answers a write and its
 // Raft group is led by leader; it returns why not, or "".
-func waitLinLeader(ctx context.Context, c *kv.Client, leader string, progress io.Writer) string {
+func waitLinLeader(ctx context.Context, c *kvclient.Client, leader string, progress io.Writer) string {
 	deadline := time.Now().Add(45 * time.Second)
 	var last string
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -383,7 +383,7 @@ func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []stri
 			return err
 		}
 	}
-	res.note("Throughput, our KV: %d stabilizerd on loopback without the WAN emulator; `majority` = majority(persisted(sites)): the write is fsynced at a majority of sites before its ack. Writers spread evenly over the sites and over %s gRPC connections per site (each count in turn, as for every system); %d-byte values; %s measured after %s of warm-up. `stabilizer`: kv.Client as shipped, each client's writes pipelined on one Writes stream (the site appends what has arrived together; each write still gets its own seq and answer); `stabilizer-unary`: kv.Client with Unary, one unary request per write, as the peers' clients send.",
+	res.note("Throughput, our KV: %d stabilizerd on loopback without the WAN emulator; `majority` = majority(persisted(sites)): the write is fsynced at a majority of sites before its ack. Writers spread evenly over the sites and over %s gRPC connections per site (each count in turn, as for every system); %d-byte values; %s measured after %s of warm-up. `stabilizer`: kvclient.Client as shipped, each client's writes pipelined on one Writes stream (the site appends what has arrived together; each write still gets its own seq and answer); `stabilizer-unary`: kvclient.Client with Unary, one unary request per write, as the peers' clients send.",
 		len(sites), joinInts(o.conns), o.valueBytes, o.tputDuration, o.tputDuration/5)
 	return nil
 }
@@ -391,11 +391,11 @@ func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []stri
 // benchOursConns runs our throughput rows with conns client connections
 // per site.
 func benchOursConns(ctx context.Context, o benchOptions, conns int, ss []siteState, res *benchResults) error {
-	dial := func(unary bool) ([]*kv.Client, error) {
-		var cls []*kv.Client
+	dial := func(unary bool) ([]*kvclient.Client, error) {
+		var cls []*kvclient.Client
 		for range conns {
 			for _, s := range ss {
-				cl, err := kv.Dial(s.Client)
+				cl, err := kvclient.Dial(s.Client)
 				if err != nil {
 					return cls, err
 				}
@@ -418,7 +418,7 @@ func benchOursConns(ctx context.Context, o benchOptions, conns int, ss []siteSta
 	warm := o.tputDuration / 5
 	type variant struct {
 		system, predicate, prefix, wait string
-		clients                         []*kv.Client
+		clients                         []*kvclient.Client
 	}
 	vs := []variant{{sysOurs, "majority", "", "majority", clients}, {sysOursUnary, "majority", "", "majority", unary}}
 	if o.skip["lin"] {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/status"
 
-	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/wan"
 )
@@ -101,7 +101,7 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) (err error) {
 	fmt.Fprintf(w, "two_continents = %s\n\n", twoContinents)
 	us, ap := topo.Groups["us"][0], topo.Groups["ap"][0]
 	usSite := siteOf(st, us)
-	c, err := kv.Dial(usSite.Client)
+	c, err := kvclient.Dial(usSite.Client)
 	if err != nil {
 		return err
 	}
@@ -194,8 +194,8 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) (err error) {
 }
 
 // frontierLine is one line of a stream's frontiers: head and each predicate.
-func frontierLine(ctx context.Context, c *kv.Client, origin string) string {
-	res, err := c.Admin.Frontier(ctx, &kvpb.FrontierRequest{Origin: origin, Stream: kv.Stream})
+func frontierLine(ctx context.Context, c *kvclient.Client, origin string) string {
+	res, err := c.Admin.Frontier(ctx, &kvpb.FrontierRequest{Origin: origin, Stream: kvpb.Stream})
 	if err != nil {
 		return status.Convert(err).Message()
 	}
@@ -218,8 +218,8 @@ func siteOf(st *state, name string) siteState {
 	return siteState{}
 }
 
-func frontierTable(ctx context.Context, w io.Writer, c *kv.Client, origin string) error {
-	res, err := c.Admin.Frontier(ctx, &kvpb.FrontierRequest{Origin: origin, Stream: kv.Stream})
+func frontierTable(ctx context.Context, w io.Writer, c *kvclient.Client, origin string) error {
+	res, err := c.Admin.Frontier(ctx, &kvpb.FrontierRequest{Origin: origin, Stream: kvpb.Stream})
 	if err != nil {
 		return errors.New(status.Convert(err).Message())
 	}
@@ -243,12 +243,12 @@ func frontierTable(ctx context.Context, w io.Writer, c *kv.Client, origin string
 }
 
 // watchCatchUp prints the `all` frontier until it reaches the head.
-func watchCatchUp(ctx context.Context, w io.Writer, c *kv.Client, origin string) error {
+func watchCatchUp(ctx context.Context, w io.Writer, c *kvclient.Client, origin string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	start := time.Now()
 	var last uint64 = ^uint64(0)
 	for time.Now().Before(deadline) {
-		res, err := c.Admin.Frontier(ctx, &kvpb.FrontierRequest{Origin: origin, Stream: kv.Stream})
+		res, err := c.Admin.Frontier(ctx, &kvpb.FrontierRequest{Origin: origin, Stream: kvpb.Stream})
 		if err != nil {
 			return errors.New(status.Convert(err).Message())
 		}

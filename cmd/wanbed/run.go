@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stabilizer/stabilizer/frontier"
-	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/wan"
 )
@@ -115,7 +115,7 @@ func (w *workload) run(ctx context.Context) ([]*result, error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(w.st.Sites))
 	for i, s := range w.st.Sites {
-		c, err := kv.Dial(s.Client)
+		c, err := kvclient.Dial(s.Client)
 		if err != nil {
 			return nil, err
 		}

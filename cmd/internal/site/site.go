@@ -24,6 +24,7 @@ import (
 
 	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
 	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/kv/lin"
 	"github.com/stabilizer/stabilizer/stabilizer"
@@ -39,7 +40,7 @@ type Site struct {
 	grpc    *grpc.Server
 	api     *kv.Server
 	http    *http.Server
-	peers   []*kv.Client
+	peers   []*kvclient.Client
 	linear  *kv.Linear
 	reg     *prometheus.Registry
 	started time.Time
@@ -119,7 +120,7 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 		if clientTLS != nil {
 			opts = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(peerTLS.client))}
 		}
-		c, err := kv.Dial(p.Client, opts...)
+		c, err := kvclient.Dial(p.Client, opts...)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package kv
+package kvclient
 
 import (
 	"context"
@@ -108,7 +108,7 @@ func (w *streamWriter) abandon(cl *call) bool {
 // run opens the stream, starts read, and sends until the stream breaks or
 // the site asks to close it.
 func (w *streamWriter) run() {
-	stream, err := w.c.KV.Writes(metadata.AppendToOutgoingContext(w.ctx, batchKey, "1"))
+	stream, err := w.c.KV.Writes(metadata.AppendToOutgoingContext(w.ctx, kvpb.WritesBatchHeader, "1"))
 	if err != nil {
 		w.fail(err)
 		return
@@ -194,7 +194,7 @@ func (w *streamWriter) sendSome(stream kvpb.KV_WritesClient, batch []*call) (int
 func (w *streamWriter) read(stream kvpb.KV_WritesClient) {
 	// The site sends its header when the stream opens; an older site
 	// only with its first answer, and without the key.
-	if md, err := stream.Header(); err == nil && len(md.Get(batchKey)) > 0 {
+	if md, err := stream.Header(); err == nil && len(md.Get(kvpb.WritesBatchHeader)) > 0 {
 		w.batched.Store(true)
 	}
 	for {
@@ -267,4 +267,13 @@ func (w *streamWriter) fail(cause error) {
 	}
 	w.mu.Unlock()
 	w.cancel()
+}
+
+// signal wakes a goroutine waiting on ch, a channel of capacity 1, unless a
+// wake is already pending.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }

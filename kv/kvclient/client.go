@@ -1,4 +1,4 @@
-package kv
+package kvclient
 
 import (
 	"context"
@@ -179,6 +179,20 @@ func (c *Client) writer() (*streamWriter, error) {
 	// Close waits for this only after it set closed, under the lock.
 	c.wg.Go(w.run)
 	return w, nil
+}
+
+// Queued returns how many writes wait in the client for its stream's
+// sender: a gauge of how far the client's writers are ahead of the site.
+func (c *Client) Queued() int {
+	c.stream.Lock()
+	w := c.stream.cur
+	c.stream.Unlock()
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.mu.queue)
 }
 
 // writeUnary sends one Put or Delete request.
