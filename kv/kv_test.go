@@ -9,50 +9,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
-	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/stabilizer"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-// cluster runs kv stores of several sites in this process over MemNetwork.
+// cluster runs kv stores of several sites in this process, on the
+// library's test cluster.
 type cluster struct {
+	*stabilizertest.Cluster
 	t      testing.TB
-	net    *stabilizer.MemNetwork
-	schema *frontier.Schema
-	dirs   map[string]string
-	nodes  map[string]*stabilizer.Node
-	stores map[string]*Store
 	mu     sync.Mutex
+	stores map[string]*Store // of the running sites
 }
 
 func newCluster(t testing.TB, sites ...string) *cluster {
-	c := &cluster{t: t, net: stabilizer.NewMemNetwork(), dirs: map[string]string{}, nodes: map[string]*stabilizer.Node{},
-		stores: map[string]*Store{}, schema: &frontier.Schema{Sites: sites}}
-	for _, s := range sites {
-		c.dirs[s] = t.TempDir()
-	}
-	// Registered after TempDir's cleanups, so it runs before them: the
-	// nodes stop before their folders are removed.
-	t.Cleanup(func() {
-		for _, n := range c.nodes {
-			n.Close()
-		}
-		c.net.Close()
-	})
-	for _, s := range sites {
-		c.start(s)
-	}
+	c := &cluster{t: t, stores: map[string]*Store{}}
+	c.Cluster = stabilizertest.NewCluster(t, stabilizertest.Options{Sites: sites, Setup: c.setup})
 	return c
 }
 
@@ -72,59 +48,40 @@ func (p peerReaders) LocalGet(ctx context.Context, key string) (Version, bool, e
 	return s.LocalGet(ctx, key)
 }
 
-func (c *cluster) start(site string) {
-	log := hclog.New(&hclog.LoggerOptions{Name: site, Level: hclog.Info, Output: tWriter{c.t}})
-	n, err := stabilizer.New(stabilizer.Config{Site: site, Schema: c.schema, Dir: c.dirs[site], Transport: c.net.Transport(site), Logger: log})
-	if err != nil {
-		c.t.Fatal(err)
-	}
+// setup puts a store on each node the cluster starts.
+func (c *cluster) setup(site string, n *stabilizer.Node) error {
 	peers := map[string]Reader{}
-	for _, o := range c.schema.Sites {
+	for _, o := range n.Schema().Sites {
 		if o != site {
 			peers[o] = peerReaders{c, o}
 		}
 	}
 	s, err := New(Config{Node: n, Peers: peers, DefaultTimeout: 10 * time.Second, MaxValueBytes: 1 << 16})
 	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := n.Start(); err != nil {
-		c.t.Fatal(err)
+		return err
 	}
 	c.mu.Lock()
-	c.nodes[site], c.stores[site] = n, s
+	c.stores[site] = s
 	c.mu.Unlock()
+	return nil
 }
 
+// store returns a running site's store.
+func (c *cluster) store(site string) *Store {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stores[site]
+}
+
+// stop closes a site; its store answers no quorum reads until Start.
 func (c *cluster) stop(site string) {
 	c.mu.Lock()
-	n := c.nodes[site]
-	delete(c.nodes, site)
 	delete(c.stores, site)
 	c.mu.Unlock()
-	if err := n.Close(); err != nil {
-		c.t.Fatal(err)
-	}
+	c.Stop(site)
 }
 
-// isolate cuts (or restores) every link between site and the others.
-func (c *cluster) isolate(site string, cut bool) {
-	for _, p := range c.schema.Sites {
-		switch {
-		case p == site:
-		case cut:
-			c.net.Cut(site, p)
-		default:
-			c.net.Restore(site, p)
-		}
-	}
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t testing.TB) context.Context { return stabilizertest.Context(t, 30*time.Second) }
 
 func mustGet(t *testing.T, s *Store, key string, o ReadOptions) ReadResult {
 	t.Helper()
@@ -140,16 +97,16 @@ var sites3 = []string{"us-east-1", "eu-west-1", "ap-south-1"}
 func TestPutAllReadEverywhere(t *testing.T) {
 	c := newCluster(t, sites3...)
 	ctx := ctxT(t)
-	w, err := c.stores["us-east-1"].Put(ctx, "jobs/7", []byte(`{"state":"running"}`), WriteOptions{Wait: "all"})
+	w, err := c.store("us-east-1").Put(ctx, "jobs/7", []byte(`{"state":"running"}`), WriteOptions{Wait: "all"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range sites3 {
 		// `all` means persisted everywhere; applied follows, so wait for it.
-		if err := c.nodes[s].WaitFor(ctx, streamOf(w), "applied(self)", w.Seq); err != nil {
+		if err := c.Node(s).WaitFor(ctx, streamOf(w), "applied(self)", w.Seq); err != nil {
 			t.Fatal(err)
 		}
-		r := mustGet(t, c.stores[s], "jobs/7", ReadOptions{})
+		r := mustGet(t, c.store(s), "jobs/7", ReadOptions{})
 		if string(r.Value) != `{"state":"running"}` || r.Origin != "us-east-1" || r.Seq != w.Seq {
 			t.Fatalf("%s read %+v", s, r)
 		}
@@ -158,8 +115,8 @@ func TestPutAllReadEverywhere(t *testing.T) {
 
 func TestLocalWritesVisibleAtOnce(t *testing.T) {
 	c := newCluster(t, sites3...)
-	s := c.stores["eu-west-1"]
-	c.isolate("eu-west-1", true)
+	s := c.store("eu-west-1")
+	c.Isolate("eu-west-1", true)
 	if _, err := s.Put(ctxT(t), "k", []byte("v1"), WriteOptions{Wait: "none"}); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +135,7 @@ func TestLocalWritesVisibleAtOnce(t *testing.T) {
 // put in place by hand: a real one is applied within microseconds.)
 func TestScanHidesOwnWriteDeletedLater(t *testing.T) {
 	c := newCluster(t, "us-east-1", "eu-west-1")
-	us, eu := c.stores["us-east-1"], c.stores["eu-west-1"]
+	us, eu := c.store("us-east-1"), c.store("eu-west-1")
 	if _, err := us.Put(ctxT(t), "job/7", []byte("v"), WriteOptions{Wait: "none"}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +143,7 @@ func TestScanHidesOwnWriteDeletedLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.nodes["eu-west-1"].WaitFor(ctxT(t), streamOf(del), "applied(self)", del.Seq); err != nil {
+	if err := c.Node("eu-west-1").WaitFor(ctxT(t), streamOf(del), "applied(self)", del.Seq); err != nil {
 		t.Fatal(err)
 	}
 	eu.mu.Lock()
@@ -204,11 +161,11 @@ func TestScanHidesOwnWriteDeletedLater(t *testing.T) {
 func TestStableReadHidesUnstable(t *testing.T) {
 	c := newCluster(t, sites3...)
 	ctx := ctxT(t)
-	s := c.stores["us-east-1"]
+	s := c.store("us-east-1")
 	if _, err := s.Put(ctx, "ckpt/latest", []byte("step-100"), WriteOptions{Wait: "all"}); err != nil {
 		t.Fatal(err)
 	}
-	c.isolate("us-east-1", true)
+	c.Isolate("us-east-1", true)
 	w, err := s.Put(ctx, "ckpt/latest", []byte("step-200"), WriteOptions{Wait: "local"})
 	if err != nil {
 		t.Fatal(err)
@@ -219,8 +176,8 @@ func TestStableReadHidesUnstable(t *testing.T) {
 	if r := mustGet(t, s, "ckpt/latest", ReadOptions{Stable: "majority"}); string(r.Value) != "step-100" {
 		t.Fatalf("stable under majority while cut off: %q", r.Value)
 	}
-	c.net.Restore("us-east-1", "eu-west-1")
-	if err := c.nodes["us-east-1"].WaitFor(ctx, streamOf(w), "majority", w.Seq); err != nil {
+	c.Net.Restore("us-east-1", "eu-west-1")
+	if err := c.Node("us-east-1").WaitFor(ctx, streamOf(w), "majority", w.Seq); err != nil {
 		t.Fatal(err)
 	}
 	if r := mustGet(t, s, "ckpt/latest", ReadOptions{Stable: "majority"}); string(r.Value) != "step-200" {
@@ -243,9 +200,9 @@ func TestConcurrentWritersConverge(t *testing.T) {
 				var err error
 				var w WriteResult
 				if i%11 == 10 {
-					w, err = c.stores[site].Delete(ctx, key, WriteOptions{Wait: "none"})
+					w, err = c.store(site).Delete(ctx, key, WriteOptions{Wait: "none"})
 				} else {
-					w, err = c.stores[site].Put(ctx, key, []byte(fmt.Sprintf("%s-%d", site, i)), WriteOptions{Wait: "none"})
+					w, err = c.store(site).Put(ctx, key, []byte(fmt.Sprintf("%s-%d", site, i)), WriteOptions{Wait: "none"})
 				}
 				if err != nil {
 					t.Error(err)
@@ -260,7 +217,7 @@ func TestConcurrentWritersConverge(t *testing.T) {
 	wg.Wait()
 	for _, site := range sites3 {
 		for origin, w := range last {
-			if err := c.nodes[site].WaitFor(ctx, streamOf(w), "applied(self)", w.Seq); err != nil {
+			if err := c.Node(site).WaitFor(ctx, streamOf(w), "applied(self)", w.Seq); err != nil {
 				t.Fatalf("%s applying %s: %v", site, origin, err)
 			}
 		}
@@ -269,7 +226,7 @@ func TestConcurrentWritersConverge(t *testing.T) {
 		key := fmt.Sprintf("jobs/%d", i)
 		var first string
 		for j, site := range sites3 {
-			r, err := c.stores[site].Get(ctx, key, ReadOptions{})
+			r, err := c.store(site).Get(ctx, key, ReadOptions{})
 			got := fmt.Sprintf("%s@%s/%d", r.Value, r.Origin, r.Seq)
 			if errors.Is(err, ErrNotFound) {
 				got = "deleted"
@@ -289,10 +246,10 @@ func TestQuorumReadSeesAcknowledgedWhileSiteDown(t *testing.T) {
 	c := newCluster(t, sites3...)
 	ctx := ctxT(t)
 	c.stop("ap-south-1")
-	if _, err := c.stores["us-east-1"].Put(ctx, "lineage/m1", []byte("v2"), WriteOptions{Wait: "majority"}); err != nil {
+	if _, err := c.store("us-east-1").Put(ctx, "lineage/m1", []byte("v2"), WriteOptions{Wait: "majority"}); err != nil {
 		t.Fatal(err)
 	}
-	r := mustGet(t, c.stores["eu-west-1"], "lineage/m1", ReadOptions{Quorum: "majority"})
+	r := mustGet(t, c.store("eu-west-1"), "lineage/m1", ReadOptions{Quorum: "majority"})
 	if string(r.Value) != "v2" {
 		t.Fatalf("quorum read: %q", r.Value)
 	}
@@ -300,14 +257,14 @@ func TestQuorumReadSeesAcknowledgedWhileSiteDown(t *testing.T) {
 		t.Fatalf("answered by %v", r.Answered)
 	}
 	// `all` needs every site for the write, so one answer suffices to read.
-	if _, err := c.stores["eu-west-1"].Get(ctx, "lineage/m1", ReadOptions{Quorum: "all"}); err != nil {
+	if _, err := c.store("eu-west-1").Get(ctx, "lineage/m1", ReadOptions{Quorum: "all"}); err != nil {
 		t.Fatal(err)
 	}
 	// The dual of one_remote is every site but the origin: with
 	// ap-south-1 down it cannot be reached.
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	_, err := c.stores["eu-west-1"].Get(short, "lineage/m1", ReadOptions{Quorum: "one_remote"})
+	_, err := c.store("eu-west-1").Get(short, "lineage/m1", ReadOptions{Quorum: "one_remote"})
 	if !errors.Is(err, ErrQuorum) {
 		t.Fatalf("quorum read under one_remote with a site down: %v", err)
 	}
@@ -322,7 +279,7 @@ func TestWatchSeesEveryChangeOnce(t *testing.T) {
 	started := make(chan struct{})
 	go func() {
 		close(started)
-		_ = c.stores["eu-west-1"].Watch(ctx, "events/", "majority", func(v Version) error {
+		_ = c.store("eu-west-1").Watch(ctx, "events/", "majority", func(v Version) error {
 			got <- v
 			return nil
 		})
@@ -331,7 +288,7 @@ func TestWatchSeesEveryChangeOnce(t *testing.T) {
 	// The watch registers asynchronously: write only after a probe write
 	// shows it is active.
 	for {
-		if _, err := c.stores["eu-west-1"].Put(ctx, "events/probe", []byte("p"), WriteOptions{Wait: "majority"}); err != nil {
+		if _, err := c.store("eu-west-1").Put(ctx, "events/probe", []byte("p"), WriteOptions{Wait: "majority"}); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -345,7 +302,7 @@ func TestWatchSeesEveryChangeOnce(t *testing.T) {
 		<-got
 	}
 	for i := range 20 {
-		if _, err := c.stores[sites3[i%3]].Put(ctx, fmt.Sprintf("events/%02d", i), []byte("x"), WriteOptions{Wait: "none"}); err != nil {
+		if _, err := c.store(sites3[i%3]).Put(ctx, fmt.Sprintf("events/%02d", i), []byte("x"), WriteOptions{Wait: "none"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -371,11 +328,11 @@ func TestWatchSeesEveryChangeOnce(t *testing.T) {
 func TestSessionReadYourWritesElsewhere(t *testing.T) {
 	c := newCluster(t, sites3...)
 	ctx := ctxT(t)
-	w, err := c.stores["us-east-1"].Put(ctx, "jobs/9", []byte("queued"), WriteOptions{Wait: "none"})
+	w, err := c.store("us-east-1").Put(ctx, "jobs/9", []byte("queued"), WriteOptions{Wait: "none"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := mustGet(t, c.stores["ap-south-1"], "jobs/9", ReadOptions{Session: map[string]uint64{w.Origin: w.Seq}})
+	r := mustGet(t, c.store("ap-south-1"), "jobs/9", ReadOptions{Session: map[string]uint64{w.Origin: w.Seq}})
 	if string(r.Value) != "queued" {
 		t.Fatalf("session read: %q", r.Value)
 	}
@@ -384,11 +341,11 @@ func TestSessionReadYourWritesElsewhere(t *testing.T) {
 func TestSnapshotRead(t *testing.T) {
 	c := newCluster(t, sites3...)
 	ctx := ctxT(t)
-	w, err := c.stores["us-east-1"].Put(ctx, "lineage/a", []byte("1"), WriteOptions{Wait: "all"})
+	w, err := c.store("us-east-1").Put(ctx, "lineage/a", []byte("1"), WriteOptions{Wait: "all"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := c.stores["eu-west-1"]
+	s := c.store("eu-west-1")
 	// The snapshot time passes the write once it is applied here and all
 	// sites heartbeat past it.
 	for {
@@ -412,7 +369,7 @@ func TestSnapshotRead(t *testing.T) {
 func TestLimitsAndErrors(t *testing.T) {
 	c := newCluster(t, sites3...)
 	ctx := ctxT(t)
-	s := c.stores["us-east-1"]
+	s := c.store("us-east-1")
 	cases := []struct {
 		err  error
 		want string
@@ -438,7 +395,7 @@ func TestLimitsAndErrors(t *testing.T) {
 			t.Errorf("got %v, want %v containing %q", err, tc.err, tc.want)
 		}
 	}
-	c.isolate("us-east-1", true)
+	c.Isolate("us-east-1", true)
 	_, err := s.Put(ctx, "k", []byte("v"), WriteOptions{Wait: "majority", Timeout: 100 * time.Millisecond})
 	var we *stabilizer.WaitError
 	if !errors.As(err, &we) || !strings.Contains(err.Error(), `waiting for "majority" on us-east-1/kv seq`) ||
@@ -454,8 +411,8 @@ func TestLimitsAndErrors(t *testing.T) {
 func TestAppendThenWait(t *testing.T) {
 	c := newCluster(t, sites3...)
 	ctx := ctxT(t)
-	s := c.stores["us-east-1"]
-	c.isolate("us-east-1", true)
+	s := c.store("us-east-1")
+	c.Isolate("us-east-1", true)
 	b, err := s.Append(ctx, []Op{{Key: "a", Value: []byte("1")}, {Key: ""}, {Key: "b", Delete: true}}, WriteOptions{Wait: "majority", Timeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -7,16 +7,17 @@ import (
 	"fmt"
 
 	"github.com/stabilizer/stabilizer/stabilizer"
-	"github.com/stabilizer/stabilizer/stabilizer/storage"
 )
 
 // namespace is the kv's key space in the site's store.
 const namespace = "kv"
 
-// Keys inside the namespace.
+// Keys inside the namespace. How far each origin's stream was applied is
+// the node's to keep (Batch.SetApplied); releases before namespaces kept it
+// here, under prefixApplied, which open moves to the node.
 const (
 	prefixVersion = 'v' // escaped key, 0x00 0x01, ^hlc, origin -> every version, newest first
-	prefixApplied = 'a' // origin -> the last seq of origin's kv stream applied
+	prefixApplied = 'a' // origin -> the last seq of origin's kv stream applied (earlier releases)
 	keyFormat     = 'f' // -> the layout version below
 )
 
@@ -32,23 +33,23 @@ var errStop = errors.New("stop")
 // and how far each origin's stream has been applied, written in one batch so
 // a crash never leaves the position ahead of the data.
 type state struct {
-	st *storage.Store
+	ns *stabilizer.Namespace
 }
 
 // open checks that the namespace holds this layout, or nothing yet.
 func (s *state) open(ctx context.Context) error {
-	b, err := s.st.AppGet(namespace, []byte{keyFormat})
+	b, err := s.ns.Get([]byte{keyFormat})
 	if err == nil {
 		if len(b) != 1 || b[0] != formatVersion {
 			return fmt.Errorf("kv: the store's kv state has layout %v; this version reads layout %d", b, formatVersion)
 		}
-		return nil
+		return s.movePositions(ctx)
 	}
-	if !errors.Is(err, storage.ErrNotFound) {
+	if !errors.Is(err, stabilizer.ErrNotFound) {
 		return fmt.Errorf("kv: read the state's layout: %w", err)
 	}
 	empty := true
-	err = s.st.AppScan(namespace, nil, nil, func(_, _ []byte) error { empty = false; return errStop })
+	err = s.ns.Scan(nil, nil, func(_, _ []byte) error { empty = false; return errStop })
 	if err != nil && !errors.Is(err, errStop) {
 		return fmt.Errorf("kv: read the state's layout: %w", err)
 	}
@@ -56,9 +57,28 @@ func (s *state) open(ctx context.Context) error {
 		return fmt.Errorf("kv: the store holds kv state in layout 1, which this version does not read: " +
 			"move the site's data directory aside and let the site catch up from its peers")
 	}
-	var wb storage.Batch
-	wb.AppSet(namespace, []byte{keyFormat}, []byte{formatVersion})
-	return s.st.Write(ctx, &wb)
+	return s.ns.Set(ctx, []byte{keyFormat}, []byte{formatVersion})
+}
+
+// movePositions hands the applied positions that earlier releases kept in
+// the namespace to the node, in one batch that also deletes them.
+func (s *state) movePositions(ctx context.Context) error {
+	b := s.ns.NewBatch()
+	err := s.ns.ScanPrefix([]byte{prefixApplied}, func(k, v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("kv: corrupt applied position of %q", k[1:])
+		}
+		b.SetApplied(stabilizer.StreamID{Origin: string(k[1:]), Name: Stream}, binary.BigEndian.Uint64(v))
+		return nil
+	})
+	if err != nil || b.Empty() {
+		return err
+	}
+	b.DeleteRange([]byte{prefixApplied}, []byte{prefixApplied + 1})
+	if err := b.Commit(ctx); err != nil {
+		return fmt.Errorf("kv: move the applied positions to the node: %w", err)
+	}
+	return nil
 }
 
 // versionPrefix is the common prefix of key's versions. The key is escaped
@@ -122,14 +142,12 @@ func appendInvertedHLC(b []byte, h stabilizer.HLC) []byte {
 	return binary.BigEndian.AppendUint32(b, ^h.Logical)
 }
 
-func appliedKey(origin string) []byte { return append([]byte{prefixApplied}, origin...) }
-
 // apply writes the versions of one origin's entries and the new applied
 // position. It reads nothing, since the order of a key's versions decides
 // which one wins, unless watch is set: then it reads the current versions to
 // return the ones that became the latest of their key (what watchers see).
-func (s *state) apply(ctx context.Context, origin string, entries []stabilizer.Entry, watch bool) ([]Version, error) {
-	var b storage.Batch
+func (s *state) apply(origin string, entries []stabilizer.Entry, watch bool) ([]Version, error) {
+	b := s.ns.NewBatch()
 	won := map[string]*Version{}
 	var changed []Version
 	// The batch copies each key, so one buffer serves them all; the values
@@ -148,7 +166,7 @@ func (s *state) apply(ctx context.Context, origin string, entries []stabilizer.E
 		key = appendVersionKey(key[:0], k, v.HLC, v.Origin)
 		start := len(values)
 		values = appendVersion(values, &v)
-		b.AppSet(namespace, key, values[start:len(values):len(values)])
+		b.Set(key, values[start:len(values):len(values)])
 		if watch {
 			v.Key = string(k)
 			if changed, err = s.winning(changed, won, v); err != nil {
@@ -157,12 +175,12 @@ func (s *state) apply(ctx context.Context, origin string, entries []stabilizer.E
 		}
 	}
 	last := entries[len(entries)-1].Seq
-	b.AppSet(namespace, appliedKey(origin), binary.BigEndian.AppendUint64(nil, last))
+	b.SetApplied(entries[0].Stream, last)
 	// No fsync of its own: the state is rebuilt from the log, which is
 	// durable before delivery, from the applied position stored in the same
 	// batch. And the node acks "applied" only in a later synced write, which
-	// makes this batch durable too (pebble's WAL is one sequence).
-	if err := s.st.WriteNoSync(&b); err != nil {
+	// makes this batch durable too (CommitNoSync).
+	if err := b.CommitNoSync(); err != nil {
 		return nil, fmt.Errorf("kv: apply %s up to seq %d: %w", origin, last, err)
 	}
 	return changed, nil
@@ -191,14 +209,14 @@ func (s *state) winning(changed []Version, won map[string]*Version, v Version) (
 // latest returns the winning version of key.
 func (s *state) latest(key string) (Version, bool, error) {
 	p := versionPrefix(key)
-	return s.winner(key, p, storage.PrefixEnd(p))
+	return s.winner(key, p, stabilizer.PrefixEnd(p))
 }
 
 // at returns the version of key a snapshot at time t sees: the winner among
 // the versions with an HLC at or below t.
 func (s *state) at(key string, t stabilizer.HLC) (Version, bool, error) {
 	p := versionPrefix(key)
-	return s.winner(key, appendInvertedHLC(p, t), storage.PrefixEnd(p))
+	return s.winner(key, appendInvertedHLC(p, t), stabilizer.PrefixEnd(p))
 }
 
 // winner returns the newest version of key in [start, end), which holds
@@ -207,7 +225,7 @@ func (s *state) at(key string, t stabilizer.HLC) (Version, bool, error) {
 func (s *state) winner(key string, start, end []byte) (Version, bool, error) {
 	var best Version
 	found := false
-	err := s.st.AppScan(namespace, start, end, func(_, val []byte) error {
+	err := s.ns.Scan(start, end, func(_, val []byte) error {
 		v, err := decodeVersion(key, val)
 		if err != nil {
 			return err
@@ -248,7 +266,7 @@ func (s *state) scan(prefix string, limit int, fn func(Version) error) error {
 		}
 		return nil
 	}
-	err := s.st.AppScanSkip(namespace, start, storage.PrefixEnd(start), func(k, val []byte) ([]byte, error) {
+	err := s.ns.ScanSkip(start, stabilizer.PrefixEnd(start), func(k, val []byte) ([]byte, error) {
 		key, plen, ok := splitVersionKey(k)
 		if !ok {
 			return nil, fmt.Errorf("kv: corrupt version key %q", k)
@@ -264,7 +282,7 @@ func (s *state) scan(prefix string, limit int, fn func(Version) error) error {
 			}
 			return nil, nil
 		case have && key == cur.Key:
-			return storage.PrefixEnd(k[:plen]), nil // older versions
+			return stabilizer.PrefixEnd(k[:plen]), nil // older versions
 		}
 		if err := emit(); err != nil {
 			return nil, err
@@ -281,23 +299,10 @@ func (s *state) scan(prefix string, limit int, fn func(Version) error) error {
 	return err
 }
 
-// appliedPositions returns how far each origin's kv stream was applied.
-func (s *state) appliedPositions() (map[string]uint64, error) {
-	out := map[string]uint64{}
-	err := s.st.AppScanPrefix(namespace, []byte{prefixApplied}, func(k, v []byte) error {
-		if len(v) != 8 {
-			return fmt.Errorf("kv: corrupt applied position of %q", k[1:])
-		}
-		out[string(k[1:])] = binary.BigEndian.Uint64(v)
-		return nil
-	})
-	return out, err
-}
-
 // history calls fn for every version of key, newest first, until fn
 // returns false.
 func (s *state) history(key string, fn func(Version) (bool, error)) error {
-	err := s.st.AppScanPrefix(namespace, versionPrefix(key), func(k, val []byte) error {
+	err := s.ns.ScanPrefix(versionPrefix(key), func(k, val []byte) error {
 		v, err := decodeVersion(key, val)
 		if err != nil {
 			return err

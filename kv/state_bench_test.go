@@ -1,7 +1,6 @@
 package kv
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -12,7 +11,7 @@ import (
 // 256-byte values (WORKLOAD.md's job records are about that size).
 func benchState(b *testing.B, keys, versions int) *state {
 	b.Helper()
-	s, _ := openState(b, b.TempDir())
+	s, _ := openState(b, "")
 	value := make([]byte, 256)
 	seq := uint64(0)
 	for v := range versions {
@@ -23,7 +22,7 @@ func benchState(b *testing.B, keys, versions int) *state {
 				ents = append(ents, stabilizer.Entry{Stream: stabilizer.StreamID{Origin: "us-east-1", Name: Stream}, Seq: seq,
 					HLC: stabilizer.HLC{Wall: int64(1000*v + 1)}, Payload: encodeOp(opPut, fmt.Sprintf("job/%05d", k), value)})
 			}
-			if _, err := s.apply(context.Background(), "us-east-1", ents, false); err != nil {
+			if _, err := s.apply("us-east-1", ents, false); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -45,7 +44,7 @@ func BenchmarkApply(b *testing.B) {
 			ents[j] = stabilizer.Entry{Stream: stabilizer.StreamID{Origin: "eu-west-1", Name: Stream}, Seq: seq,
 				HLC: stabilizer.HLC{Wall: int64(seq)}, Payload: encodeOp(opPut, fmt.Sprintf("ckpt/%08d", seq), value)}
 		}
-		if _, err := s.apply(context.Background(), "eu-west-1", ents, false); err != nil {
+		if _, err := s.apply("eu-west-1", ents, false); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/stabilizer/stabilizer/stabilizer"
-	"github.com/stabilizer/stabilizer/stabilizer/storage"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 )
 
 // TestApplyOrderDoesNotDecideTheWinner applies versions of one key from
@@ -28,17 +27,10 @@ func TestApplyOrderDoesNotDecideTheWinner(t *testing.T) {
 	orders := [][]int{{0, 1, 2, 3}, {1, 0, 3, 2}, {3, 2, 1, 0}, {2, 1, 3, 0}}
 	for _, order := range orders {
 		for _, watch := range []bool{false, true} {
-			st, err := storage.Open(storage.Config{Dir: t.TempDir(), Logger: hclog.NewNullLogger()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := &state{st: st}
-			if err := s.open(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			s, closeNode := openState(t, "")
 			var seen []string
 			for _, i := range order {
-				changed, err := s.apply(context.Background(), ents[i].Stream.Origin, ents[i:i+1], watch)
+				changed, err := s.apply(ents[i].Stream.Origin, ents[i:i+1], watch)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -56,25 +48,27 @@ func TestApplyOrderDoesNotDecideTheWinner(t *testing.T) {
 			if watch && (len(seen) == 0 || seen[len(seen)-1] != "b") {
 				t.Errorf("order %v: watchers saw %v, want b last", order, seen)
 			}
-			if err := st.Close(); err != nil {
+			if err := closeNode(); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 }
 
-func openState(t testing.TB, dir string) (*state, *storage.Store) {
+// openState opens a kv state on a node of its own, not started, in dir
+// (a new folder when ""); close closes the node.
+func openState(t testing.TB, dir string) (s *state, close func() error) {
 	t.Helper()
-	st, err := storage.Open(storage.Config{Dir: dir, Logger: hclog.NewNullLogger()})
+	n, close := stabilizertest.OpenNode(t, "us-east-1", dir)
+	ns, err := n.Namespace(namespace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = st.Close() })
-	s := &state{st: st}
+	s = &state{ns: ns}
 	if err := s.open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return s, st
+	return s, close
 }
 
 func put(t *testing.T, s *state, origin string, seq uint64, h stabilizer.HLC, key, value string, del bool) {
@@ -84,7 +78,7 @@ func put(t *testing.T, s *state, origin string, seq uint64, h stabilizer.HLC, ke
 		kind = opDelete
 	}
 	e := stabilizer.Entry{Stream: stabilizer.StreamID{Origin: origin, Name: Stream}, Seq: seq, HLC: h, Payload: encodeOp(kind, key, []byte(value))}
-	if _, err := s.apply(context.Background(), origin, []stabilizer.Entry{e}, false); err != nil {
+	if _, err := s.apply(origin, []stabilizer.Entry{e}, false); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -93,7 +87,7 @@ func put(t *testing.T, s *state, origin string, seq uint64, h stabilizer.HLC, ke
 // hold 0x00 bytes, keys with many versions, equal HLCs from two origins,
 // deletions and limits.
 func TestScanReadsTheWinnerOfEachKey(t *testing.T) {
-	s, _ := openState(t, t.TempDir())
+	s, _ := openState(t, "")
 	h := func(w int64) stabilizer.HLC { return stabilizer.HLC{Wall: w} }
 	put(t, s, "a", 1, h(10), "job", "a10", false)
 	put(t, s, "a", 2, h(20), "job/1", "a20", false)
@@ -156,33 +150,27 @@ func TestVersionKeyRoundTrip(t *testing.T) {
 // or with another mark is refused with a message saying what to do; an
 // empty namespace is marked.
 func TestOpenRefusesOtherLayouts(t *testing.T) {
-	dir := t.TempDir()
-	st, err := storage.Open(storage.Config{Dir: dir, Logger: hclog.NewNullLogger()})
+	n, _ := stabilizertest.OpenNode(t, "us-east-1", "")
+	ns, err := n.Namespace(namespace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b storage.Batch
-	b.AppSet(namespace, []byte("ljob/7"), []byte("a version in layout 1"))
-	if err := st.Write(context.Background(), &b); err != nil {
+	ctx := context.Background()
+	if err := ns.Set(ctx, []byte("ljob/7"), []byte("a version in layout 1")); err != nil {
 		t.Fatal(err)
 	}
-	s := &state{st: st}
-	if err := s.open(context.Background()); err == nil || !strings.Contains(err.Error(), "layout 1") || !strings.Contains(err.Error(), "move the site's data directory aside") {
+	s := &state{ns: ns}
+	if err := s.open(ctx); err == nil || !strings.Contains(err.Error(), "layout 1") || !strings.Contains(err.Error(), "move the site's data directory aside") {
 		t.Errorf("layout 1: %v", err)
 	}
-	b.Reset()
-	b.AppSet(namespace, []byte{keyFormat}, []byte{9})
-	if err := st.Write(context.Background(), &b); err != nil {
+	if err := ns.Set(ctx, []byte{keyFormat}, []byte{9}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.open(context.Background()); err == nil || !strings.Contains(err.Error(), "layout [9]") {
+	if err := s.open(ctx); err == nil || !strings.Contains(err.Error(), "layout [9]") {
 		t.Errorf("layout 9: %v", err)
 	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, _ := openState(t, t.TempDir())
-	if v, err := s2.st.AppGet(namespace, []byte{keyFormat}); err != nil || len(v) != 1 || v[0] != formatVersion {
+	s2, _ := openState(t, "")
+	if v, err := s2.ns.Get([]byte{keyFormat}); err != nil || len(v) != 1 || v[0] != formatVersion {
 		t.Errorf("a new store is not marked: %v %v", v, err)
 	}
 }

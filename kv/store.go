@@ -107,7 +107,11 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	s := &Store{cfg: cfg, node: cfg.Node, state: state{st: cfg.Node.Store()}, log: cfg.Logger}
+	ns, err := cfg.Node.Namespace(namespace)
+	if err != nil {
+		return nil, fmt.Errorf("kv: %w", err)
+	}
+	s := &Store{cfg: cfg, node: cfg.Node, state: state{ns: ns}, log: cfg.Logger}
 	if err := s.state.open(context.Background()); err != nil {
 		return nil, err
 	}
@@ -393,7 +397,7 @@ func (s *Store) Apply(ctx context.Context, entries []stabilizer.Entry) error {
 	s.mu.Unlock()
 	// A Watch that starts during this call sees changes from the next one:
 	// it starts later, as far as it can tell.
-	changed, err := s.state.apply(ctx, origin, entries, watch)
+	changed, err := s.state.apply(origin, entries, watch)
 	if err != nil {
 		return err
 	}
@@ -415,19 +419,6 @@ func (s *Store) Apply(ctx context.Context, entries []stabilizer.Entry) error {
 		w.offer(changed)
 	}
 	return nil
-}
-
-// AppliedPositions tells the node where delivery resumes after a restart.
-func (s *Store) AppliedPositions() ([]stabilizer.Position, error) {
-	m, err := s.state.appliedPositions()
-	if err != nil {
-		return nil, err
-	}
-	var out []stabilizer.Position
-	for origin, seq := range m {
-		out = append(out, stabilizer.Position{Stream: stabilizer.StreamID{Origin: origin, Name: Stream}, Seq: seq})
-	}
-	return out, nil
 }
 
 // ReadOptions choose what a read may see. At most one of Stable, Quorum and

@@ -24,6 +24,7 @@ import (
 	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/kv/lin"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 )
 
 // served is a site's store behind a gRPC server on loopback, which a test
@@ -48,7 +49,7 @@ type served struct {
 // serve serves site's store (and lin's keys, if not nil) and returns a
 // client of it.
 func (c *cluster) serve(site string, l *Linear) (*kvclient.Client, *served) {
-	s := &served{t: c.t, store: c.stores[site], lin: l, seen: map[string]int{}, failed: map[string]int{}}
+	s := &served{t: c.t, store: c.store(site), lin: l, seen: map[string]int{}, failed: map[string]int{}}
 	s.start("127.0.0.1:0")
 	cl, err := kvclient.Dial(s.addr)
 	if err != nil {
@@ -116,7 +117,7 @@ func (s *served) openStreams() int {
 
 // head is how many writes site has appended to its kv stream.
 func (c *cluster) head(site string) uint64 {
-	streams, err := c.nodes[site].Streams(ctxT(c.t))
+	streams, err := c.Node(site).Streams(ctxT(c.t))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -130,13 +131,12 @@ func (c *cluster) head(site string) uint64 {
 
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 20s")
+	stabilizertest.Eventually(t, 0, func() error {
+		if !cond() {
+			return errors.New("condition not reached")
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // writeGoroutines counts the goroutines of write streams, at either end.
@@ -199,8 +199,8 @@ func TestStreamConcurrentWriters(t *testing.T) {
 	}
 	// Each answer is its own write's: eu-west-1 applied the version it
 	// names.
-	eu := c.stores["eu-west-1"]
-	if err := c.nodes["eu-west-1"].WaitFor(ctx, streamOf(WriteResult{Origin: "us-east-1"}), "applied(self)", del.Seq); err != nil {
+	eu := c.store("eu-west-1")
+	if err := c.Node("eu-west-1").WaitFor(ctx, streamOf(WriteResult{Origin: "us-east-1"}), "applied(self)", del.Seq); err != nil {
 		t.Fatal(err)
 	}
 	for w := range writers {
@@ -323,7 +323,7 @@ func TestStreamWaitTimeout(t *testing.T) {
 	c := newCluster(t, sites3...)
 	cl, _ := c.serve("us-east-1", nil)
 	ctx := ctxT(t)
-	c.isolate("us-east-1", true)
+	c.Isolate("us-east-1", true)
 	const n = 8
 	results := make([]result, n)
 	var wg sync.WaitGroup
@@ -358,13 +358,13 @@ func TestStreamCancel(t *testing.T) {
 	c := newCluster(t, sites3...)
 	cl, _ := c.serve("us-east-1", nil)
 	ctx := ctxT(t)
-	s := c.stores["us-east-1"]
+	s := c.store("us-east-1")
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := cl.Put(gone, "never", []byte("v"), "none", 0); status.Code(err) != codes.Canceled {
 		t.Errorf("write with an ended ctx: %v", err)
 	}
-	c.isolate("us-east-1", true)
+	c.Isolate("us-east-1", true)
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan result, 1)
 	go func() {
@@ -388,7 +388,7 @@ func TestStreamCancel(t *testing.T) {
 	if _, err := cl.Put(ctx, "other", []byte("v"), "none", 0); err != nil {
 		t.Fatal(err)
 	}
-	c.isolate("us-east-1", false)
+	c.Isolate("us-east-1", false)
 	waitUntil(t, func() bool { return cl.Session()["us-east-1"] > seq })
 	if _, err := s.Get(ctx, "never", ReadOptions{}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a write canceled before it was sent was made: %v", err)
@@ -404,7 +404,11 @@ func (noTransport) Send(string, []byte) error { return nil }
 func TestStreamLinearKeys(t *testing.T) {
 	c := newCluster(t, sites3...)
 	site := "us-east-1"
-	ln, err := lin.New(lin.Config{Site: site, Voters: []string{site}, Store: c.nodes[site].Store(), Transport: noTransport{},
+	ns, err := c.Node(site).Namespace(lin.DefaultNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := lin.New(lin.Config{Site: site, Voters: []string{site}, Namespace: ns, Transport: noTransport{},
 		TickInterval: 10 * time.Millisecond, HeartbeatTicks: 1, ElectionTicks: 10, Logger: hclog.NewNullLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -467,7 +471,7 @@ func TestStreamBreaks(t *testing.T) {
 	c := newCluster(t, sites3...)
 	cl, srv := c.serve("us-east-1", nil)
 	ctx := ctxT(t)
-	c.isolate("us-east-1", true)
+	c.Isolate("us-east-1", true)
 	const n = 10
 	results := make([]result, n)
 	var wg sync.WaitGroup
@@ -488,7 +492,7 @@ func TestStreamBreaks(t *testing.T) {
 	t.Log(results[0].err)
 	waitUntil(t, func() bool { return writeGoroutines() == 0 })
 	srv.start(srv.addr)
-	c.isolate("us-east-1", false)
+	c.Isolate("us-east-1", false)
 	// The connection comes back on its own time; until then writes fail
 	// fast.
 	waitUntil(t, func() bool {
@@ -507,7 +511,7 @@ func TestStreamDrain(t *testing.T) {
 	c := newCluster(t, sites3...)
 	cl, srv := c.serve("us-east-1", nil)
 	ctx := ctxT(t)
-	c.isolate("us-east-1", true)
+	c.Isolate("us-east-1", true)
 	done := make(chan result, 1)
 	go func() {
 		r, err := cl.Put(ctx, "held", []byte("v"), "majority", 20*time.Second)
@@ -515,7 +519,7 @@ func TestStreamDrain(t *testing.T) {
 	}()
 	waitUntil(t, func() bool { return c.head("us-east-1") == 1 })
 	srv.srv.Drain()
-	c.isolate("us-east-1", false)
+	c.Isolate("us-east-1", false)
 	if r := <-done; r.err != nil {
 		t.Fatalf("write read before the drain: %v", r.err)
 	}
@@ -542,7 +546,7 @@ func TestStreamBoundsUnanswered(t *testing.T) {
 	c := newCluster(t, sites3...)
 	cl, _ := c.serve("us-east-1", nil)
 	ctx := ctxT(t)
-	c.isolate("us-east-1", true)
+	c.Isolate("us-east-1", true)
 	const n = MaxUnanswered + 100
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -555,7 +559,7 @@ func TestStreamBoundsUnanswered(t *testing.T) {
 	if got := c.head("us-east-1"); got != MaxUnanswered {
 		t.Fatalf("the site took %d unanswered writes, want at most %d", got, MaxUnanswered)
 	}
-	c.isolate("us-east-1", false)
+	c.Isolate("us-east-1", false)
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
@@ -590,7 +594,7 @@ func TestWriteBatchOpFailsAlone(t *testing.T) {
 	if codes.Code(r[2].Code) != codes.InvalidArgument || !strings.Contains(r[2].Error, "empty key") {
 		t.Errorf("empty key: %v", r[2])
 	}
-	if v, err := c.stores["us-east-1"].Get(ctx, "ckpt/1", ReadOptions{}); !errors.Is(err, ErrNotFound) {
+	if v, err := c.store("us-east-1").Get(ctx, "ckpt/1", ReadOptions{}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("ckpt/1 after put then delete in one batch: %+v %v", v, err)
 	}
 	// A wait that cannot be parsed fails every op and writes nothing.

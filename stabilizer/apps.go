@@ -11,14 +11,11 @@ import (
 // origin, in seq order per stream. Apply is called from one goroutine per
 // Applier; when it returns nil the site acks `applied` for the entries. An
 // error is logged and the same entries are offered again after a pause.
+// An Applier that keeps state in a Namespace records how far it applied
+// with Batch.SetApplied, in the batch that holds the state: delivery then
+// resumes after that position on restart, and each entry is applied once.
 type Applier interface {
 	Apply(ctx context.Context, entries []Entry) error
-}
-
-// Positioner is an Applier that keeps its own durable position per stream
-// (atomically with its state); delivery resumes after it on restart.
-type Positioner interface {
-	AppliedPositions() ([]Position, error)
 }
 
 // appQueue hands one Applier its entries in order. The core bounds how many
@@ -44,22 +41,6 @@ func (n *Node) Handle(stream string, app Applier) error {
 	}
 	n.mu.apps[stream] = &appQueue{name: stream, app: app, wake: make(chan struct{}, 1)}
 	return nil
-}
-
-func (n *Node) appliedPositions() ([]Position, error) {
-	var out []Position
-	for name, q := range n.mu.apps {
-		p, ok := q.app.(Positioner)
-		if !ok {
-			continue
-		}
-		ps, err := p.AppliedPositions()
-		if err != nil {
-			return nil, fmt.Errorf("stabilizer: applied positions of %q: %w", name, err)
-		}
-		out = append(out, ps...)
-	}
-	return out, nil
 }
 
 func (n *Node) startApps() {

@@ -160,7 +160,9 @@ type Node struct {
 		closed  bool
 		err     error // why the loop stopped, if it failed
 		apps    map[string]*appQueue
-		inline  map[string]bool // inline predicates registered with the core
+		// namespaces are the names Namespace handed out.
+		namespaces map[string]bool
+		inline     map[string]bool // inline predicates registered with the core
 		// defs are the core's run-time predicates, for Predicates.
 		defs []PredicateDef
 		// channels are the application channels, by tag (channels.go).
@@ -169,6 +171,9 @@ type Node struct {
 	}
 	wg  sync.WaitGroup
 	pub publisher
+	// legacy holds the keys of records in an earlier release's format that
+	// restoreState found, for Start to rewrite.
+	legacy [][]byte
 }
 
 // New opens the site's storage. Register applications with Handle, then
@@ -217,6 +222,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.mu.apps = map[string]*appQueue{}
+	n.mu.namespaces = map[string]bool{}
 	n.mu.inline = map[string]bool{}
 	n.mu.planes = map[string]uint8{}
 	n.pub.init()
@@ -228,9 +234,6 @@ func (n *Node) Site() string { return n.cfg.Site }
 
 // Schema returns the sites, groups and levels predicates compile against.
 func (n *Node) Schema() *frontier.Schema { return n.cfg.Schema }
-
-// Store is the site's storage, for applications' own state.
-func (n *Node) Store() *storage.Store { return n.store }
 
 // Start restores the core from storage and starts the loop and the
 // transport.
@@ -280,6 +283,10 @@ func (n *Node) Start() error {
 	if err != nil {
 		return fmt.Errorf("stabilizer: %w", err)
 	}
+	// The clock's physical part comes from ticks: without one now, writes
+	// appended before the loop's first tick would be stamped near time
+	// zero and lose every last-writer-wins contest.
+	c.Tick(n.cfg.Now().UnixNano())
 	n.core = c
 	n.setDefs(c.Predicates())
 	for _, f := range state.Frontiers {

@@ -1,6 +1,7 @@
 package stabilizer
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,11 +16,18 @@ import (
 // times and the clock, each needed to restart the core where it stopped.
 const nodeNS = "stabilizer"
 
+// Keys of the node's namespace. name(x) is x's length as a uvarint, then x,
+// so that no name, whatever bytes it holds, can run into the next.
 const (
 	keyPredicate = 'p' // name -> version, source
-	keyFrontier  = 'f' // origin \0 stream \0 predicate -> seq, version, hlc
+	keyFrontier  = 'F' // name(origin) name(stream) name(predicate) -> seq, version, hlc
 	keyStable    = 's' // predicate -> hlc
 	keyClock     = 'c' // -> hlc
+	keyApplied   = 'a' // name(origin) name(stream) -> seq (8 bytes): an application's position
+	// keyFrontierV1 is the frontier record of earlier releases, its parts
+	// joined with NUL bytes, which stream names may hold. Start rewrites
+	// such records under keyFrontier.
+	keyFrontierV1 = 'f' // origin \0 stream \0 predicate -> as keyFrontier
 )
 
 // persist applies a Ready's writes to the store in one batch and returns
@@ -98,9 +106,33 @@ func (n *Node) readyBatch(rd *core.Ready) *storage.Batch {
 }
 
 func frontierKey(id StreamID, pred string) []byte {
-	k := append([]byte{keyFrontier}, id.Origin...)
-	k = append(append(k, 0), id.Name...)
-	return append(append(k, 0), pred...)
+	k := appendName([]byte{keyFrontier}, id.Origin)
+	k = appendName(k, id.Name)
+	return appendName(k, pred)
+}
+
+func appliedKey(id StreamID) []byte {
+	return appendName(appendName([]byte{keyApplied}, id.Origin), id.Name)
+}
+
+func appliedValue(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+
+func appendName(b []byte, name string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(name))), name...)
+}
+
+// readNames splits b into exactly n names written by appendName.
+func readNames(b []byte, n int) ([]string, bool) {
+	out := make([]string, 0, n)
+	for range n {
+		l, w := binary.Uvarint(b)
+		if w <= 0 || l > uint64(len(b)-w) {
+			return nil, false
+		}
+		out = append(out, string(b[w:w+int(l)]))
+		b = b[w+int(l):]
+	}
+	return out, len(b) == 0
 }
 
 func appendHLC(b []byte, h HLC) []byte {
@@ -188,8 +220,7 @@ func (n *Node) restoreState() (core.State, error) {
 	if err != nil {
 		return st, fmt.Errorf("stabilizer: restore: %w", err)
 	}
-	st.Applied, err = n.appliedPositions()
-	return st, err
+	return st, n.migrate(&st)
 }
 
 func (n *Node) restoreKey(st *core.State, k, v []byte) error {
@@ -201,25 +232,26 @@ func (n *Node) restoreKey(st *core.State, k, v []byte) error {
 			return bad
 		}
 		st.Predicates = append(st.Predicates, PredicateDef{Name: string(k[1:]), Version: ver, Source: string(v[w:])})
-	case keyFrontier:
-		parts := splitZero(k[1:])
-		if len(parts) != 3 {
+	case keyFrontier, keyFrontierV1:
+		parts, ok := readNames(k[1:], 3)
+		if k[0] == keyFrontierV1 {
+			parts, ok = splitV1Frontier(k[1:])
+			n.legacy = append(n.legacy, bytes.Clone(k))
+		}
+		if !ok {
 			return bad
 		}
-		seq, w1 := binary.Uvarint(v)
-		if w1 <= 0 {
-			return bad
-		}
-		ver, w2 := binary.Uvarint(v[w1:])
-		if w2 <= 0 {
-			return bad
-		}
-		h, _, err := readHLC(v[w1+w2:])
+		f, err := decodeFrontier(parts, v)
 		if err != nil {
 			return bad
 		}
-		st.Frontiers = append(st.Frontiers, FrontierState{
-			Stream: StreamID{Origin: parts[0], Name: parts[1]}, Predicate: parts[2], Seq: seq, Version: ver, HLC: h})
+		st.Frontiers = append(st.Frontiers, f)
+	case keyApplied:
+		parts, ok := readNames(k[1:], 2)
+		if !ok || len(v) != 8 {
+			return bad
+		}
+		st.Applied = append(st.Applied, Position{Stream: StreamID{Origin: parts[0], Name: parts[1]}, Seq: binary.BigEndian.Uint64(v)})
 	case keyStable:
 		h, _, err := readHLC(v)
 		if err != nil {
@@ -236,14 +268,53 @@ func (n *Node) restoreKey(st *core.State, k, v []byte) error {
 	return nil
 }
 
-func splitZero(b []byte) []string {
-	var out []string
-	start := 0
-	for i, c := range b {
-		if c == 0 {
-			out = append(out, string(b[start:i]))
-			start = i + 1
-		}
+func decodeFrontier(parts []string, v []byte) (FrontierState, error) {
+	bad := errors.New("bad frontier record")
+	seq, w1 := binary.Uvarint(v)
+	if w1 <= 0 {
+		return FrontierState{}, bad
 	}
-	return append(out, string(b[start:]))
+	ver, w2 := binary.Uvarint(v[w1:])
+	if w2 <= 0 {
+		return FrontierState{}, bad
+	}
+	h, _, err := readHLC(v[w1+w2:])
+	if err != nil {
+		return FrontierState{}, bad
+	}
+	return FrontierState{Stream: StreamID{Origin: parts[0], Name: parts[1]}, Predicate: parts[2], Seq: seq, Version: ver, HLC: h}, nil
+}
+
+// splitV1Frontier splits a keyFrontierV1 key. Site names and predicate
+// names hold no NUL (the schema and the predicate language refuse it),
+// stream names may: the stream is everything between the first NUL and
+// the last.
+func splitV1Frontier(b []byte) ([]string, bool) {
+	i, j := bytes.IndexByte(b, 0), bytes.LastIndexByte(b, 0)
+	if i < 0 || i == j {
+		return nil, false
+	}
+	return []string{string(b[:i]), string(b[i+1 : j]), string(b[j+1:])}, true
+}
+
+// migrate rewrites the frontier records restore found in the format of
+// earlier releases under today's keys.
+func (n *Node) migrate(st *core.State) error {
+	if len(n.legacy) == 0 {
+		return nil
+	}
+	var b storage.Batch
+	for _, k := range n.legacy {
+		b.AppDelete(nodeNS, k)
+	}
+	for _, f := range st.Frontiers {
+		v := binary.AppendUvarint(nil, f.Seq)
+		v = binary.AppendUvarint(v, f.Version)
+		b.AppSet(nodeNS, frontierKey(f.Stream, f.Predicate), appendHLC(v, f.HLC))
+	}
+	n.legacy = nil
+	if err := n.store.Write(n.ctx, &b); err != nil {
+		return fmt.Errorf("stabilizer: rewrite frontier records: %w", err)
+	}
+	return nil
 }

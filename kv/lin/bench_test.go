@@ -19,9 +19,9 @@ import (
 // majority, plus the trip to the leader from a follower.
 func BenchmarkLatency(b *testing.B) {
 	c := newCluster(b, 3, func(cfg *Config) { cfg.Preferred = "us-east-1" })
-	c.net.setDelay("us-east-1", "eu-west-1", 4*time.Millisecond)
-	c.net.setDelay("us-east-1", "ap-south-1", 9*time.Millisecond)
-	c.net.setDelay("eu-west-1", "ap-south-1", 11*time.Millisecond)
+	c.net.SetDelay("us-east-1", "eu-west-1", 4*time.Millisecond)
+	c.net.SetDelay("us-east-1", "ap-south-1", 9*time.Millisecond)
+	c.net.SetDelay("eu-west-1", "ap-south-1", 11*time.Millisecond)
 	eventually(b, 10*time.Second, func() error {
 		if l := c.waitLeader(c.sites, 5*time.Second); l != "us-east-1" {
 			return fmt.Errorf("leader %s", l)

@@ -61,7 +61,7 @@ func TestConfigValidate(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"Site: \"x\" is not one of", "\"a\" listed twice", "empty site name", "Preferred: \"z\"", "Store: missing", "Transport: missing", "TickInterval: -1ns", "ElectionTicks: 5 must exceed HeartbeatTicks 5"} {
+	for _, want := range []string{"Site: \"x\" is not one of", "\"a\" listed twice", "empty site name", "Preferred: \"z\"", "Namespace: missing", "Transport: missing", "TickInterval: -1ns", "ElectionTicks: 5 must exceed HeartbeatTicks 5"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

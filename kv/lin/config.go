@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/stabilizer/stabilizer/stabilizer/storage"
+	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
 // Defaults for zero Config fields, sized for sites 100–300 ms apart: a
@@ -59,12 +58,10 @@ type Config struct {
 	// Preferred is the site that should lead while it is healthy (reachable
 	// and caught up): the leader hands leadership to it. Default: none.
 	Preferred string
-	// Store is the site's pebble store; the raft log, hard state and
-	// snapshots live in its application namespace Namespace. Required. The
-	// node does not close it.
-	Store *storage.Store
-	// Namespace is the store's application namespace. Default "lin".
-	Namespace string
+	// Namespace is the site's key space for the raft log, hard state and
+	// snapshots (stabilizer.Node.Namespace; kv's sites name it
+	// DefaultNamespace). Required. The node does not close it.
+	Namespace *stabilizer.Namespace
 	// Transport reaches the other voters. Required.
 	Transport Transport
 	// TickInterval is raft's unit of time. Default 100 ms.
@@ -121,14 +118,11 @@ func (c Config) Validate() error {
 	if c.Preferred != "" && !slices.Contains(c.Voters, c.Preferred) {
 		bad("Preferred: %q is not one of Voters %q", c.Preferred, c.Voters)
 	}
-	if c.Store == nil {
-		bad("Store: missing")
+	if c.Namespace == nil {
+		bad("Namespace: missing")
 	}
 	if c.Transport == nil {
 		bad("Transport: missing")
-	}
-	if len(c.Namespace) > 255 {
-		bad("Namespace: %d bytes, at most 255", len(c.Namespace))
 	}
 	if c.TickInterval < 0 {
 		bad("TickInterval: %v is negative", c.TickInterval)
@@ -159,9 +153,6 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
-	}
 	if c.TickInterval == 0 {
 		c.TickInterval = DefaultTickInterval
 	}

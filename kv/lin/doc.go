@@ -15,17 +15,15 @@
 //
 // # Usage
 //
-//	n, err := lin.New(lin.Config{
-//		Site:      "us-east-1",
+//	n, err := lin.Attach(node, lin.Config{ // node: the site's *stabilizer.Node, before its Start
 //		Voters:    []string{"us-east-1", "eu-west-1", "ap-south-1"},
 //		Preferred: "us-east-1",
-//		Store:     st,        // the site's *storage.Store; raft state goes in namespace "lin"
-//		Transport: t,         // Send(to, msg) over the inter-site transport
 //		Logger:    log.Named("lin"),
-//	})
-//	err = n.Start()
-//	// for every raft frame that arrives from site `from`:
-//	err = n.Step(ctx, from, frame)
+//	}) // raft state in the node's namespace "lin", messages on its channel lin.Channel
+//	err = n.Start() // once node has started
+//
+// lin.New takes the namespace and a Transport itself, for a driver of its
+// own; it then hands every raft frame that arrives to n.Step(ctx, from, frame).
 //
 //	v, err := n.Put(ctx, "job/7", record)
 //	it, err := n.Get(ctx, "job/7")                      // linearizable

@@ -4,18 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
+	"github.com/stabilizer/stabilizer/stabilizer"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 	"go.uber.org/goleak"
-
-	"github.com/stabilizer/stabilizer/stabilizer/storage"
 )
 
 func TestMain(m *testing.M) {
@@ -24,20 +21,20 @@ func TestMain(m *testing.M) {
 
 var siteNames = []string{"us-east-1", "eu-west-1", "ap-south-1", "us-west-2", "sa-east-1"}
 
-// cluster runs one Node per site over a memNet, each with a real pebble
-// store in a temporary directory, and can stop and restart sites.
+// cluster runs one Node per site, each attached to a stabilizer node of
+// the library's test cluster (real pebble in a temporary directory, the
+// in-memory network), and can stop and restart sites.
 type cluster struct {
+	*stabilizertest.Cluster
 	t     testing.TB
-	net   *memNet
+	net   *stabilizertest.Network
 	sites []string
-	dirs  map[string]string
 	tweak func(*Config)
 
 	began time.Time
 
-	mu     sync.Mutex
-	nodes  map[string]*Node
-	stores map[string]*storage.Store
+	mu    sync.Mutex
+	nodes map[string]*Node
 }
 
 // testConfig uses short ticks: 10 ms, heartbeats every tick, elections
@@ -50,12 +47,11 @@ func testConfig(c *Config) {
 
 func newCluster(t testing.TB, n int, tweak func(*Config)) *cluster {
 	t.Helper()
-	c := &cluster{t: t, net: newMemNet(), sites: slices.Clone(siteNames[:n]), dirs: map[string]string{}, tweak: tweak,
-		nodes: map[string]*Node{}, stores: map[string]*storage.Store{}}
+	c := &cluster{t: t, sites: slices.Clone(siteNames[:n]), tweak: tweak, nodes: map[string]*Node{}}
 	c.began = time.Now()
-	for _, s := range c.sites {
-		c.dirs[s] = t.TempDir()
-	}
+	c.Cluster = stabilizertest.NewCluster(t, stabilizertest.Options{Sites: c.sites, Setup: c.attach, Stopped: c.sites})
+	c.net = c.Net
+	// Runs before the cluster's own cleanup: raft stops before its sites.
 	t.Cleanup(c.close)
 	for _, s := range c.sites {
 		c.start(s)
@@ -63,58 +59,49 @@ func newCluster(t testing.TB, n int, tweak func(*Config)) *cluster {
 	return c
 }
 
-func (c *cluster) logger(site string) hclog.Logger {
-	var out io.Writer = io.Discard
-	if os.Getenv("LIN_TEST_LOG") != "" {
-		out = os.Stderr
-	}
-	return hclog.New(&hclog.LoggerOptions{Name: site, Output: out, Level: hclog.Info})
-}
-
-func (c *cluster) start(site string) *Node {
-	c.t.Helper()
-	st, err := storage.Open(storage.Config{Dir: c.dirs[site], CacheSize: 1 << 20, MemTableSize: 4 << 20})
-	if err != nil {
-		c.t.Fatalf("open store %s: %v", site, err)
-	}
-	cfg := Config{Site: site, Voters: c.sites, Store: st, Transport: c.net.transport(site), Logger: c.logger(site)}
+// attach puts a raft node on each stabilizer node the cluster starts.
+func (c *cluster) attach(site string, node *stabilizer.Node) error {
+	cfg := Config{Voters: c.sites, Logger: stabilizertest.Logger(c.t, site+".lin")}
 	testConfig(&cfg)
 	if c.tweak != nil {
 		c.tweak(&cfg)
 	}
-	n, err := New(cfg)
+	n, err := Attach(node, cfg)
 	if err != nil {
-		c.t.Fatalf("new node %s: %v", site, err)
+		return err
 	}
+	c.mu.Lock()
+	c.nodes[site] = n
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *cluster) start(site string) *Node {
+	c.t.Helper()
+	c.Start(site)
+	n := c.node(site)
 	if err := n.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", site, err)
 	}
-	c.mu.Lock()
-	c.nodes[site], c.stores[site] = n, st
-	c.mu.Unlock()
-	c.net.register(site, n)
 	return n
 }
 
-// stop kills a site: its node and store close, as if the process died
-// between two writes (everything acknowledged was fsynced).
+// stop closes a site: its raft node, then its stabilizer node and store,
+// as if the process died between two writes (everything acknowledged was
+// fsynced).
 func (c *cluster) stop(site string) {
 	c.t.Helper()
 	c.mu.Lock()
-	n, st := c.nodes[site], c.stores[site]
+	n := c.nodes[site]
 	delete(c.nodes, site)
-	delete(c.stores, site)
 	c.mu.Unlock()
-	c.net.register(site, nil)
 	if n == nil {
 		return
 	}
 	if err := n.Close(); err != nil {
 		c.t.Errorf("close %s: %v", site, err)
 	}
-	if err := st.Close(); err != nil {
-		c.t.Errorf("close store %s: %v", site, err)
-	}
+	c.Stop(site)
 }
 
 // t0 is when the cluster was made, for printing times.
@@ -130,7 +117,6 @@ func (c *cluster) close() {
 	for _, s := range c.sites {
 		c.stop(s)
 	}
-	c.net.close()
 }
 
 // waitLeader polls until every running site in among agrees on one leader
@@ -171,17 +157,7 @@ func (c *cluster) waitLeader(among []string, timeout time.Duration) string {
 // eventually polls f until it returns nil or the timeout passes.
 func eventually(t testing.TB, timeout time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	stabilizertest.Eventually(t, timeout, f)
 }
 
 func ctxTimeout(t testing.TB, d time.Duration) context.Context {

@@ -108,7 +108,7 @@ func TestLeaseSafety(t *testing.T) {
 	c := newCluster(t, 5, nil)
 	for i, a := range c.sites {
 		for _, b := range c.sites[i+1:] {
-			c.net.setDelay(a, b, time.Duration(1+i)*time.Millisecond)
+			c.net.SetDelay(a, b, time.Duration(1+i)*time.Millisecond)
 		}
 	}
 	c.waitLeader(c.sites, 5*time.Second)
@@ -207,9 +207,9 @@ func TestLeaseSafety(t *testing.T) {
 		// the other region takes it.
 		if h := holder(); h != "" {
 			t.Logf("round %d: partitioning holder %s", round, h)
-			c.net.partition([]string{h}, c.sites)
+			c.net.Partition([]string{h}, c.sites)
 			wait(3 * ttl)
-			c.net.heal()
+			c.net.Heal()
 		}
 		leader := c.waitLeader(c.sites, 5*time.Second)
 		t.Logf("round %d: killing leader %s", round, leader)
@@ -219,9 +219,9 @@ func TestLeaseSafety(t *testing.T) {
 		leader = c.waitLeader(c.sites, 5*time.Second)
 		other := c.sites[(slices.Index(c.sites, leader)+1)%len(c.sites)]
 		t.Logf("round %d: partitioning leader %s with %s", round, leader, other)
-		c.net.partition([]string{leader, other}, c.sites)
+		c.net.Partition([]string{leader, other}, c.sites)
 		wait(3 * ttl)
-		c.net.heal()
+		c.net.Heal()
 		wait(ttl)
 	}
 	close(stop)

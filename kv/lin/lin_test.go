@@ -65,7 +65,7 @@ func TestNoLeaderError(t *testing.T) {
 		}
 	}
 	// Isolate a follower: it loses its leader and cannot elect one.
-	c.net.partition([]string{other}, c.sites)
+	c.net.Partition([]string{other}, c.sites)
 	eventually(t, 5*time.Second, func() error {
 		if l := c.node(other).Status().Leader; l != "" {
 			return fmt.Errorf("%s still follows %s", other, l)
@@ -83,9 +83,9 @@ func TestNoLeaderError(t *testing.T) {
 
 	// A leader cut off from both followers reports the missing quorum
 	// (until CheckQuorum makes it step down).
-	c.net.heal()
+	c.net.Heal()
 	leader = c.waitLeader(c.sites, 5*time.Second)
-	c.net.partition([]string{leader}, c.sites)
+	c.net.Partition([]string{leader}, c.sites)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel2()
 	_, err = c.node(leader).Put(ctx2, "k", []byte("v"))

@@ -93,7 +93,7 @@ func New(cfg Config) (*Node, error) {
 		log:   cfg.Logger,
 		names: slices.Sorted(slices.Values(cfg.Voters)),
 		ids:   map[string]uint64{},
-		rlog:  raftLog{st: cfg.Store, ns: cfg.Namespace},
+		rlog:  raftLog{ns: cfg.Namespace},
 		inbox: make(chan *pb.Message, 4096),
 		calls: make(chan func(), 4096),
 		stop:  make(chan struct{}),

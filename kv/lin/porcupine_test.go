@@ -235,7 +235,7 @@ func testLinearizable(t *testing.T, size int) {
 	rng := rand.New(rand.NewPCG(uint64(size), 7))
 	for i, a := range c.sites {
 		for _, b := range c.sites[i+1:] {
-			c.net.setDelay(a, b, time.Duration(500+rng.IntN(2500))*time.Microsecond)
+			c.net.SetDelay(a, b, time.Duration(500+rng.IntN(2500))*time.Microsecond)
 		}
 	}
 	c.waitLeader(c.sites, 5*time.Second)
@@ -310,14 +310,14 @@ func testLinearizable(t *testing.T, size int) {
 	if size == 5 {
 		// With five sites, also cut off a minority member meanwhile.
 		t.Logf("partitioning %s", rest[0])
-		c.net.partition([]string{rest[0]}, c.sites)
+		c.net.Partition([]string{rest[0]}, c.sites)
 		c.waitLeader(rest[1:], 5*time.Second)
 	} else {
 		c.waitLeader(rest, 5*time.Second)
 	}
 	phase(300 * time.Millisecond)
 	c.start(leader)
-	c.net.heal()
+	c.net.Heal()
 	phase(200 * time.Millisecond)
 
 	// 2. Partition a minority that holds the leader: the majority elects
@@ -330,11 +330,11 @@ func testLinearizable(t *testing.T, size int) {
 		}
 	}
 	t.Logf("partitioning minority %v", minority)
-	c.net.partition(minority, c.sites)
+	c.net.Partition(minority, c.sites)
 	majority := slices.DeleteFunc(slices.Clone(c.sites), func(s string) bool { return slices.Contains(minority, s) })
 	c.waitLeader(majority, 5*time.Second)
 	phase(300 * time.Millisecond)
-	c.net.heal()
+	c.net.Heal()
 
 	// 3. Kill the new leader once more.
 	leader = c.waitLeader(c.sites, 5*time.Second)

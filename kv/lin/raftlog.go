@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/stabilizer/stabilizer/stabilizer"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/stabilizer/stabilizer/stabilizer/storage"
 )
 
-// The raft state lives in the store's application namespace:
+// The raft state lives in the site's namespace for it:
 //
 //	"hs"                 hard state (term, vote, commit)
 //	"snap"               the latest snapshot (metadata and state machine)
@@ -46,8 +45,7 @@ func initialSnapshot(voters []uint64) *pb.Snapshot {
 
 // raftLog persists raft's state to the store.
 type raftLog struct {
-	st *storage.Store
-	ns string
+	ns *stabilizer.Namespace
 	// last is the index of the last entry stored (or of the snapshot when
 	// none follows it): a range deletion of a conflicting tail is needed
 	// only below it, and pebble pays for every range tombstone on reads
@@ -61,20 +59,20 @@ func (l *raftLog) load(voters []uint64) (*raft.MemoryStorage, *pb.Snapshot, erro
 	ms := raft.NewMemoryStorage()
 	snap := initialSnapshot(voters)
 	hs := &pb.HardState{Term: new(uint64(1)), Commit: new(uint64(1))}
-	if b, err := l.st.AppGet(l.ns, keySnapshot); err == nil {
+	if b, err := l.ns.Get(keySnapshot); err == nil {
 		snap = &pb.Snapshot{}
 		if err := proto.Unmarshal(b, snap); err != nil {
 			return nil, nil, fmt.Errorf("lin: load snapshot: %w", err)
 		}
-	} else if !errors.Is(err, storage.ErrNotFound) {
+	} else if !errors.Is(err, stabilizer.ErrNotFound) {
 		return nil, nil, fmt.Errorf("lin: load snapshot: %w", err)
 	}
-	if b, err := l.st.AppGet(l.ns, keyHardState); err == nil {
+	if b, err := l.ns.Get(keyHardState); err == nil {
 		hs = &pb.HardState{}
 		if err := proto.Unmarshal(b, hs); err != nil {
 			return nil, nil, fmt.Errorf("lin: load hard state: %w", err)
 		}
-	} else if !errors.Is(err, storage.ErrNotFound) {
+	} else if !errors.Is(err, stabilizer.ErrNotFound) {
 		return nil, nil, fmt.Errorf("lin: load hard state: %w", err)
 	}
 	if err := ms.ApplySnapshot(snap); err != nil {
@@ -82,7 +80,7 @@ func (l *raftLog) load(voters []uint64) (*raft.MemoryStorage, *pb.Snapshot, erro
 	}
 	var ents []*pb.Entry
 	next := snap.GetMetadata().GetIndex() + 1
-	err := l.st.AppScan(l.ns, entryKey(next), entryKey(1<<64-1), func(_, v []byte) error {
+	err := l.ns.Scan(entryKey(next), entryKey(1<<64-1), func(_, v []byte) error {
 		e := &pb.Entry{}
 		if err := proto.Unmarshal(v, e); err != nil {
 			return err
@@ -110,22 +108,22 @@ func (l *raftLog) load(voters []uint64) (*raft.MemoryStorage, *pb.Snapshot, erro
 // save makes a Ready's snapshot, entries and hard state durable, in one
 // atomic write.
 func (l *raftLog) save(ctx context.Context, snap *pb.Snapshot, ents []*pb.Entry, hs *pb.HardState) error {
-	var b storage.Batch
+	b := l.ns.NewBatch()
 	last := l.last
 	if !raft.IsEmptySnap(snap) {
 		data, err := proto.Marshal(snap)
 		if err != nil {
 			return err
 		}
-		b.AppSet(l.ns, keySnapshot, data)
+		b.Set(keySnapshot, data)
 		// The snapshot replaces the whole log.
-		b.AppDeleteRange(l.ns, entryPrefix, entryKey(l.last+1))
+		b.DeleteRange(entryPrefix, entryKey(l.last+1))
 		last = snap.GetMetadata().GetIndex()
 	}
 	if len(ents) > 0 {
 		// New entries replace any conflicting tail.
 		if first := ents[0].GetIndex(); first <= last {
-			b.AppDeleteRange(l.ns, entryKey(first), entryKey(last+1))
+			b.DeleteRange(entryKey(first), entryKey(last+1))
 		}
 		last = ents[len(ents)-1].GetIndex()
 		for _, e := range ents {
@@ -133,7 +131,7 @@ func (l *raftLog) save(ctx context.Context, snap *pb.Snapshot, ents []*pb.Entry,
 			if err != nil {
 				return err
 			}
-			b.AppSet(l.ns, entryKey(e.GetIndex()), data)
+			b.Set(entryKey(e.GetIndex()), data)
 		}
 	}
 	if !raft.IsEmptyHardState(hs) {
@@ -141,12 +139,12 @@ func (l *raftLog) save(ctx context.Context, snap *pb.Snapshot, ents []*pb.Entry,
 		if err != nil {
 			return err
 		}
-		b.AppSet(l.ns, keyHardState, data)
+		b.Set(keyHardState, data)
 	}
 	if b.Empty() {
 		return nil
 	}
-	if err := l.st.Write(ctx, &b); err != nil {
+	if err := b.Commit(ctx); err != nil {
 		return err
 	}
 	l.last = last
@@ -160,8 +158,8 @@ func (l *raftLog) compact(ctx context.Context, snap *pb.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	var b storage.Batch
-	b.AppSet(l.ns, keySnapshot, data)
-	b.AppDeleteRange(l.ns, entryPrefix, entryKey(snap.GetMetadata().GetIndex()+1))
-	return l.st.Write(ctx, &b)
+	b := l.ns.NewBatch()
+	b.Set(keySnapshot, data)
+	b.DeleteRange(entryPrefix, entryKey(snap.GetMetadata().GetIndex()+1))
+	return b.Commit(ctx)
 }

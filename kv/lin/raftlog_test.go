@@ -4,10 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/hashicorp/go-hclog"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 	pb "go.etcd.io/raft/v3/raftpb"
-
-	"github.com/stabilizer/stabilizer/stabilizer/storage"
 )
 
 func ents(term uint64, from, to uint64) []*pb.Entry {
@@ -24,12 +22,13 @@ func ents(term uint64, from, to uint64) []*pb.Entry {
 func TestRaftLogReplacesConflictingTail(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	open := func() (*storage.Store, *raftLog) {
-		st, err := storage.Open(storage.Config{Dir: dir, Logger: hclog.NewNullLogger()})
+	open := func() (func() error, *raftLog) {
+		n, close := stabilizertest.OpenNode(t, "us-east-1", dir)
+		ns, err := n.Namespace(DefaultNamespace)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return st, &raftLog{st: st, ns: "lin"}
+		return close, &raftLog{ns: ns}
 	}
 	check := func(l *raftLog, wantFirst, wantLast, wantTerm uint64) {
 		t.Helper()
@@ -46,7 +45,7 @@ func TestRaftLogReplacesConflictingTail(t *testing.T) {
 			t.Fatalf("term of %d is %d, want %d", last, term, wantTerm)
 		}
 	}
-	st, l := open()
+	closeLog, l := open()
 	check(l, 2, 1, 1) // a new log: the initial snapshot at 1
 	if err := l.save(ctx, nil, ents(1, 2, 10), nil); err != nil {
 		t.Fatal(err)
@@ -57,10 +56,10 @@ func TestRaftLogReplacesConflictingTail(t *testing.T) {
 	if err := l.save(ctx, nil, ents(2, 6, 7), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Close(); err != nil {
+	if err := closeLog(); err != nil {
 		t.Fatal(err)
 	}
-	st, l = open()
+	closeLog, l = open()
 	check(l, 2, 7, 2)
 	if err := l.save(ctx, nil, ents(2, 8, 9), nil); err != nil {
 		t.Fatal(err)
@@ -69,10 +68,9 @@ func TestRaftLogReplacesConflictingTail(t *testing.T) {
 	if err := l.save(ctx, snap, ents(3, 21, 22), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Close(); err != nil {
+	if err := closeLog(); err != nil {
 		t.Fatal(err)
 	}
-	st, l = open()
-	defer st.Close()
+	_, l = open()
 	check(l, 21, 22, 3)
 }

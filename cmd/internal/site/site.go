@@ -187,38 +187,19 @@ func (s *Site) serveGRPC(l net.Listener, tlsCfg *tls.Config) {
 	}()
 }
 
-// linChannel is the application channel of the Raft group's messages.
-const linChannel = 0x90
-
-// newLinear sets up the linearizable mode: a Raft group whose messages ride
-// the node's inter-site transport on their own channel, so they cross the
-// same (emulated) WAN as the streams.
+// newLinear sets up the linearizable mode on the site's node (lin.Attach).
 func (s *Site) newLinear(node *stabilizer.Node) (*kv.Linear, error) {
 	c := s.cfg.Lin
 	if c.Disabled || !slices.Contains(c.Voters, s.cfg.Site) {
 		return nil, nil
 	}
-	ln, err := lin.New(lin.Config{Site: s.cfg.Site, Voters: c.Voters, Preferred: c.Preferred, Store: node.Store(),
-		Transport: linTransport{node}, TickInterval: c.TickInterval, ElectionTicks: c.ElectionTicks,
-		HeartbeatTicks: c.HeartbeatTicks, MaxValueBytes: s.cfg.KV.MaxValueBytes, Logger: s.log.Named("lin")})
-	if err != nil {
-		return nil, err
-	}
-	err = node.HandleChannel(linChannel, func(from string, frame []byte) {
-		if err := ln.Step(context.Background(), from, frame); err != nil {
-			s.log.Debug("raft message dropped", "from", from, "error", err)
-		}
-	})
+	ln, err := lin.Attach(node, lin.Config{Voters: c.Voters, Preferred: c.Preferred, TickInterval: c.TickInterval,
+		ElectionTicks: c.ElectionTicks, HeartbeatTicks: c.HeartbeatTicks, MaxValueBytes: s.cfg.KV.MaxValueBytes,
+		Logger: s.log.Named("lin")})
 	if err != nil {
 		return nil, err
 	}
 	return &kv.Linear{Prefix: c.Prefix, Node: ln, Voters: c.Voters, Preferred: c.Preferred}, nil
-}
-
-type linTransport struct{ node *stabilizer.Node }
-
-func (t linTransport) Send(to string, msg []byte) error {
-	return t.node.SendChannel(to, linChannel, msg)
 }
 
 // predicateLabel keeps the metric's label set small: inline predicates
