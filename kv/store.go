@@ -79,7 +79,34 @@ type Store struct {
 		watchers map[*watcher]struct{}
 	}
 	// compiled caches predicates by source: every write checks its wait.
-	compiled sync.Map // string -> *compiledPred
+	compiled predCache
+}
+
+// predCache holds compiled predicates by source, up to
+// maxCachedPredicates: a client that sends many distinct inline ones
+// cannot grow it without bound.
+type predCache struct {
+	mu sync.Mutex
+	m  map[string]*compiledPred
+}
+
+const maxCachedPredicates = 1024
+
+func (c *predCache) get(src string) (*compiledPred, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.m[src]
+	return p, ok
+}
+
+func (c *predCache) put(src string, p *compiledPred) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedPredicates {
+		// Start over: the sources in use come back at their next request.
+		c.m = make(map[string]*compiledPred)
+	}
+	c.m[src] = p
 }
 
 type compiledPred struct {
@@ -359,8 +386,8 @@ func (s *Store) lookup(ctx context.Context, p string) (*compiledPred, error) {
 	if named, ok := s.node.PredicateSource(p); ok {
 		src = named
 	}
-	if c, ok := s.compiled.Load(src); ok {
-		return c.(*compiledPred), nil
+	if c, ok := s.compiled.get(src); ok {
+		return c, nil
 	}
 	if _, err := s.node.Predicate(ctx, p); err != nil {
 		return nil, err
@@ -371,7 +398,7 @@ func (s *Store) lookup(ctx context.Context, p string) (*compiledPred, error) {
 	}
 	self, _ := s.node.Schema().SiteIndex(s.node.Site())
 	c := &compiledPred{p: fp, satisfiable: fp.Satisfiable(self, self)}
-	s.compiled.Store(src, c)
+	s.compiled.put(src, c)
 	return c, nil
 }
 

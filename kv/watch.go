@@ -42,9 +42,13 @@ const WatchBuffer = 4096
 // ones). It returns when ctx ends, fn fails, or the watch falls behind.
 func (s *Store) Watch(ctx context.Context, prefix, stable string, fn func(Version) error) error {
 	if stable != "" {
-		if _, err := s.node.Predicate(ctx, stable); err != nil {
+		// Held for the watch's life: it waits on the predicate at every
+		// change.
+		release, err := s.node.Hold(ctx, stable)
+		if err != nil {
 			return err
 		}
+		defer release()
 	}
 	w := &watcher{prefix: prefix, ch: make(chan Version, WatchBuffer), behind: make(chan struct{})}
 	s.mu.Lock()

@@ -2,7 +2,6 @@ package stabilizer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -74,38 +73,13 @@ func (n *Node) AppendBatch(ctx context.Context, stream string, payloads [][]byte
 	return out, nil
 }
 
-// Predicate resolves a predicate given by name or as source: the name under
-// which the core evaluates it. Inline sources are registered with the core
-// on first use under the name "=" + source.
+// Predicate checks a predicate given by name or as source and returns the
+// name under which the core evaluates it ("=" + source for an inline one).
+// It holds nothing: the calls that take a predicate (WaitFor, Frontier,
+// StableTime) hold an inline one in the core while they run.
 func (n *Node) Predicate(ctx context.Context, nameOrSource string) (string, error) {
-	if _, named := n.PredicateSource(nameOrSource); named {
-		return nameOrSource, nil
-	}
-	name := "=" + nameOrSource
-	n.mu.Lock()
-	known := n.mu.inline[name]
-	n.mu.Unlock()
-	if known {
-		return name, nil
-	}
-	if _, err := frontier.Compile(nameOrSource, n.cfg.Schema); err != nil {
-		var fe *frontier.Error
-		if errors.As(err, &fe) && !strings.ContainsAny(nameOrSource, "()") {
-			return "", fmt.Errorf("%w %q (known: %s)", ErrUnknownPredicate, nameOrSource, strings.Join(n.PredicateNames(ctx), ", "))
-		}
-		return "", fmt.Errorf("stabilizer: predicate %q: %w", nameOrSource, err)
-	}
-	var err error
-	if derr := n.do(ctx, func() { _, err = n.core.SetPredicate(name, nameOrSource) }); derr != nil {
-		return "", derr
-	}
-	if err != nil {
-		return "", err
-	}
-	n.mu.Lock()
-	n.mu.inline[name] = true
-	n.mu.Unlock()
-	return name, nil
+	name, _, err := n.resolve(ctx, nameOrSource)
+	return name, err
 }
 
 // PredicateSource returns the source of a named predicate, built-in or set
@@ -115,7 +89,7 @@ func (n *Node) PredicateSource(name string) (string, bool) {
 	if src := frontier.Builtins[name]; src != "" {
 		return src, true
 	}
-	if strings.HasPrefix(name, "=") {
+	if isInline(name) {
 		return "", false
 	}
 	n.mu.Lock()
@@ -151,7 +125,7 @@ func (n *Node) Predicates(context.Context) []PredicateDef {
 		out = append(out, PredicateDef{Name: name, Source: frontier.Builtins[name], Version: 1})
 	}
 	for _, d := range defs {
-		if !strings.HasPrefix(d.Name, "=") && frontier.Builtins[d.Name] == "" {
+		if !isInline(d.Name) && frontier.Builtins[d.Name] == "" {
 			out = append(out, d)
 		}
 	}
@@ -161,7 +135,7 @@ func (n *Node) Predicates(context.Context) []PredicateDef {
 // SetPredicate defines or changes a named predicate while data flows and
 // returns its new version. What earlier versions released stays released.
 func (n *Node) SetPredicate(ctx context.Context, name, src string) (uint64, error) {
-	if name == "" || strings.HasPrefix(name, "=") {
+	if name == "" || isInline(name) {
 		return 0, fmt.Errorf("stabilizer: set predicate: bad name %q", name)
 	}
 	var v uint64
@@ -186,8 +160,12 @@ func (n *Node) setDefs(defs []PredicateDef) {
 // Frontier returns the frontier of a predicate (name or source) on a
 // stream, as last published.
 func (n *Node) Frontier(ctx context.Context, id StreamID, predicate string) (FrontierState, error) {
-	name, err := n.Predicate(ctx, predicate)
+	name, in, release, err := n.use(ctx, predicate)
 	if err != nil {
+		return FrontierState{}, err
+	}
+	defer release()
+	if err := n.waitEvaluated(ctx, in); err != nil {
 		return FrontierState{}, err
 	}
 	f := n.pub.frontier(fkey{id, name})
@@ -199,8 +177,12 @@ func (n *Node) Frontier(ctx context.Context, id StreamID, predicate string) (Fro
 // message from any origin with an HLC at or below it is behind its origin's
 // frontier.
 func (n *Node) StableTime(ctx context.Context, predicate string) (HLC, error) {
-	name, err := n.Predicate(ctx, predicate)
+	name, in, release, err := n.use(ctx, predicate)
 	if err != nil {
+		return HLC{}, err
+	}
+	defer release()
+	if err := n.waitEvaluated(ctx, in); err != nil {
 		return HLC{}, err
 	}
 	return n.pub.stableTime(name), nil
@@ -233,10 +215,11 @@ func (e *WaitError) Unwrap() error { return e.Err }
 // stream covers seq.
 func (n *Node) WaitFor(ctx context.Context, id StreamID, predicate string, seq uint64) error {
 	start := time.Now()
-	name, err := n.Predicate(ctx, predicate)
+	name, _, release, err := n.use(ctx, predicate)
 	if err != nil {
 		return err
 	}
+	defer release()
 	k := fkey{id, name}
 	ch, w := n.pub.wait(k, seq)
 	if ch == nil {

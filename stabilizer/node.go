@@ -1,6 +1,7 @@
 package stabilizer
 
 import (
+	"container/list"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
@@ -89,6 +90,15 @@ type Config struct {
 	// Writes that something waits for (entries, frontiers of waiting
 	// writes) are fsynced at once. Default DefaultSyncDelay (10ms).
 	SyncDelay time.Duration
+	// MaxInlinePredicates bounds the inline predicates (sources sent in
+	// place of a name) in use at once: past it, calls with a new one fail
+	// with ErrTooManyPredicates. Every one the core holds is evaluated on
+	// every stream whose acks change. Default 1024.
+	MaxInlinePredicates int
+	// IdleInlinePredicates is how many inline predicates no call uses any
+	// more stay in the core, the most recently used, so that the next call
+	// with the same source costs no definition. Default 64; -1 keeps none.
+	IdleInlinePredicates int
 }
 
 // Validate reports every bad field.
@@ -114,6 +124,12 @@ func (c *Config) Validate() error {
 	}
 	if c.SyncDelay < 0 {
 		errs = append(errs, fmt.Errorf("stabilizer: config: SyncDelay: %v is negative", c.SyncDelay))
+	}
+	if c.MaxInlinePredicates < 0 {
+		errs = append(errs, fmt.Errorf("stabilizer: config: MaxInlinePredicates: %d is negative", c.MaxInlinePredicates))
+	}
+	if c.IdleInlinePredicates < -1 {
+		errs = append(errs, fmt.Errorf("stabilizer: config: IdleInlinePredicates: %d is below -1", c.IdleInlinePredicates))
 	}
 	return errors.Join(errs...)
 }
@@ -162,7 +178,11 @@ type Node struct {
 		apps    map[string]*appQueue
 		// namespaces are the names Namespace handed out.
 		namespaces map[string]bool
-		inline     map[string]bool // inline predicates registered with the core
+		// inline are the inline predicates the core holds (inline.go):
+		// inUse of them in use, the others idle, most recent first.
+		inline map[string]*inline
+		idle   *list.List
+		inUse  int
 		// defs are the core's run-time predicates, for Predicates.
 		defs []PredicateDef
 		// channels are the application channels, by tag (channels.go).
@@ -194,6 +214,12 @@ func New(cfg Config) (*Node, error) {
 	if cfg.SyncDelay == 0 {
 		cfg.SyncDelay = DefaultSyncDelay
 	}
+	if cfg.MaxInlinePredicates == 0 {
+		cfg.MaxInlinePredicates = DefaultMaxInlinePredicates
+	}
+	if cfg.IdleInlinePredicates == 0 {
+		cfg.IdleInlinePredicates = DefaultIdleInlinePredicates
+	}
 	m, err := newMetrics(cfg.Registerer, cfg.Site)
 	if err != nil {
 		return nil, err
@@ -223,7 +249,8 @@ func New(cfg Config) (*Node, error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.mu.apps = map[string]*appQueue{}
 	n.mu.namespaces = map[string]bool{}
-	n.mu.inline = map[string]bool{}
+	n.mu.inline = map[string]*inline{}
+	n.mu.idle = list.New()
 	n.mu.planes = map[string]uint8{}
 	n.pub.init()
 	return n, nil

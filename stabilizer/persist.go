@@ -34,12 +34,13 @@ const (
 // the job that releases the Ready once they are durable. With rd.MustSync
 // the batch goes through WriteAsync: synced at once when the Ready is
 // urgent, otherwise left for a later fsync to cover. Without (frontiers and
-// stable times under Config.Core.LazyFrontiers) it is written without an
-// fsync of its own and released without waiting for one.
+// stable times under Config.Core.LazyFrontiers, or of inline predicates,
+// which are not stored) it is written without an fsync of its own and
+// released, in order, without waiting for one.
 func (n *Node) persist(rd *core.Ready) (*job, error) {
 	j := &job{rd: rd}
 	if !rd.MustSync && len(rd.Frontiers) == 0 && len(rd.StableTimes) == 0 {
-		j.urgent = len(rd.Messages) > 0 || len(rd.Deliver) > 0
+		j.urgent = len(rd.Messages) > 0 || len(rd.Deliver) > 0 || len(rd.Defined) > 0
 		return j, nil
 	}
 	// Settled advances end their waits now; what is left to wait for
@@ -47,7 +48,12 @@ func (n *Node) persist(rd *core.Ready) (*job, error) {
 	n.pub.wake(rd.Frontiers)
 	b := n.readyBatch(rd)
 	if !rd.MustSync {
+		// Frontiers without an fsync of their own: lazy ones, and those of
+		// inline predicates, which are not stored.
 		j.urgent = true
+		if b.Empty() {
+			return j, nil
+		}
 		return j, n.store.WriteNoSync(b)
 	}
 	j.urgent = n.urgent(rd)
@@ -92,11 +98,17 @@ func (n *Node) readyBatch(rd *core.Ready) *storage.Batch {
 		b.AppSet(nodeNS, append([]byte{keyPredicate}, p.Name...), append(v, p.Source...))
 	}
 	for _, f := range rd.Frontiers {
+		if isInline(f.Predicate) {
+			continue // not persisted: see inline.go
+		}
 		v := binary.AppendUvarint(nil, f.To)
 		v = binary.AppendUvarint(v, f.Version)
 		b.AppSet(nodeNS, frontierKey(f.Stream, f.Predicate), appendHLC(v, f.HLC))
 	}
 	for _, s := range rd.StableTimes {
+		if isInline(s.Predicate) {
+			continue
+		}
 		b.AppSet(nodeNS, append([]byte{keyStable}, s.Predicate...), appendHLC(nil, s.Time))
 	}
 	if !rd.Clock.IsZero() {
@@ -231,6 +243,10 @@ func (n *Node) restoreKey(st *core.State, k, v []byte) error {
 		if w <= 0 {
 			return bad
 		}
+		if isInline(string(k[1:])) {
+			n.legacy = append(n.legacy, bytes.Clone(k)) // earlier releases stored inline ones
+			return nil
+		}
 		st.Predicates = append(st.Predicates, PredicateDef{Name: string(k[1:]), Version: ver, Source: string(v[w:])})
 	case keyFrontier, keyFrontierV1:
 		parts, ok := readNames(k[1:], 3)
@@ -245,6 +261,10 @@ func (n *Node) restoreKey(st *core.State, k, v []byte) error {
 		if err != nil {
 			return bad
 		}
+		if isInline(f.Predicate) {
+			n.legacy = append(n.legacy, bytes.Clone(k))
+			return nil
+		}
 		st.Frontiers = append(st.Frontiers, f)
 	case keyApplied:
 		parts, ok := readNames(k[1:], 2)
@@ -256,6 +276,10 @@ func (n *Node) restoreKey(st *core.State, k, v []byte) error {
 		h, _, err := readHLC(v)
 		if err != nil {
 			return bad
+		}
+		if isInline(string(k[1:])) {
+			n.legacy = append(n.legacy, bytes.Clone(k))
+			return nil
 		}
 		st.StableTimes = append(st.StableTimes, StableTime{Predicate: string(k[1:]), Time: h})
 	case keyClock:
@@ -297,8 +321,9 @@ func splitV1Frontier(b []byte) ([]string, bool) {
 	return []string{string(b[:i]), string(b[i+1 : j]), string(b[j+1:])}, true
 }
 
-// migrate rewrites the frontier records restore found in the format of
-// earlier releases under today's keys.
+// migrate deletes the records of earlier releases that restore found
+// (inline predicates, frontiers keyed with NUL bytes) and writes every
+// frontier record under today's keys.
 func (n *Node) migrate(st *core.State) error {
 	if len(n.legacy) == 0 {
 		return nil

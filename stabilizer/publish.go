@@ -23,8 +23,11 @@ type publisher struct {
 	// settled is, per stream and predicate, the furthest settled advance
 	// (FrontierAdvance.Settled), which waits and reads may count on
 	// before it is durable here and published to watchers.
-	settled  map[fkey]FrontierState
-	waiters  map[fkey][]*waiter
+	settled map[fkey]FrontierState
+	waiters map[fkey][]*waiter
+	// streams lists, per predicate, the streams frontiers or settled hold
+	// it for, so that forgetting a predicate costs its own entries.
+	streams  map[string]map[StreamID]struct{}
 	stable   map[string]HLC
 	watchers map[*Watch]struct{}
 	closed   bool
@@ -34,6 +37,7 @@ func (p *publisher) init() {
 	p.frontiers = map[fkey]FrontierState{}
 	p.settled = map[fkey]FrontierState{}
 	p.waiters = map[fkey][]*waiter{}
+	p.streams = map[string]map[StreamID]struct{}{}
 	p.stable = map[string]HLC{}
 	p.watchers = map[*Watch]struct{}{}
 }
@@ -41,7 +45,21 @@ func (p *publisher) init() {
 func (p *publisher) seed(f FrontierState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.frontiers[fkey{f.Stream, f.Predicate}] = f
+	p.setLocked(p.frontiers, f)
+}
+
+// setLocked stores f in m (frontiers or settled) and indexes it.
+func (p *publisher) setLocked(m map[fkey]FrontierState, f FrontierState) {
+	k := fkey{f.Stream, f.Predicate}
+	if _, ok := m[k]; !ok {
+		ids := p.streams[k.pred]
+		if ids == nil {
+			ids = map[StreamID]struct{}{}
+			p.streams[k.pred] = ids
+		}
+		ids[k.id] = struct{}{}
+	}
+	m[k] = f
 }
 
 func (p *publisher) setStable(s StableTime) {
@@ -59,9 +77,8 @@ func (p *publisher) publish(advs []FrontierAdvance, stable []StableTime) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, a := range advs {
-		k := fkey{a.Stream, a.Predicate}
-		p.frontiers[k] = FrontierState{Stream: a.Stream, Predicate: a.Predicate, Seq: a.To, Version: a.Version, HLC: a.HLC}
-		p.wakeLocked(k, a.To)
+		p.setLocked(p.frontiers, FrontierState{Stream: a.Stream, Predicate: a.Predicate, Seq: a.To, Version: a.Version, HLC: a.HLC})
+		p.wakeLocked(fkey{a.Stream, a.Predicate}, a.To)
 	}
 	for _, s := range stable {
 		if old := p.stable[s.Predicate]; old.Less(s.Time) {
@@ -85,7 +102,7 @@ func (p *publisher) wake(advs []FrontierAdvance) {
 		}
 		k := fkey{a.Stream, a.Predicate}
 		if a.To > p.settled[k].Seq {
-			p.settled[k] = FrontierState{Stream: a.Stream, Predicate: a.Predicate, Seq: a.To, Version: a.Version, HLC: a.HLC}
+			p.setLocked(p.settled, FrontierState{Stream: a.Stream, Predicate: a.Predicate, Seq: a.To, Version: a.Version, HLC: a.HLC})
 		}
 		p.wakeLocked(k, a.To)
 	}
@@ -172,6 +189,18 @@ func (p *publisher) frontierLocked(k fkey) FrontierState {
 		f = s
 	}
 	return f
+}
+
+// forget drops what was published of a predicate the core removed.
+func (p *publisher) forget(pred string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.streams[pred] {
+		delete(p.frontiers, fkey{id, pred})
+		delete(p.settled, fkey{id, pred})
+	}
+	delete(p.streams, pred)
+	delete(p.stable, pred)
 }
 
 func (p *publisher) stableTime(pred string) HLC {

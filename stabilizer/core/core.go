@@ -29,6 +29,16 @@ type Core struct {
 
 	preds     map[string]*pred
 	predNames []string // sorted
+	// predSlots is how many predicate indexes are in use or free: the
+	// length of every per-predicate array. freeSlots are indexes that
+	// removed transient predicates left, for the next definition.
+	predSlots int
+	freeSlots []int
+	// defined lists the transient predicates defined since the last Ready.
+	defined []string
+	// durableAdv counts, while Ready runs, the frontier advances and stable
+	// times of predicates that are persisted: those need an fsync.
+	durableAdv int
 
 	// originT is the latest clock heartbeat of each origin; at self, the
 	// latest clock persisted through Ready.Clock.
@@ -87,6 +97,9 @@ type pred struct {
 	// persistedOnly: the predicate reads no level but `persisted`, whose
 	// acks are durable where they are made (FrontierAdvance.Settled).
 	persistedOnly bool
+	// transient: defined by DefineTransient; neither persisted nor
+	// versioned, and removable.
+	transient bool
 }
 
 // New returns a Core for cfg.Site that resumes from st (the zero State for a
@@ -145,14 +158,27 @@ func (c *Core) definePredicate(name, src string, version uint64) error {
 	if err != nil {
 		return err
 	}
-	idx := len(c.preds)
+	c.define(name, &pred{src: src, version: version, compiled: p})
+	return nil
+}
+
+// define adds or replaces a predicate; it takes the index of the one it
+// replaces, else a free one, and has every frontier evaluated afresh.
+func (c *Core) define(name string, p *pred) {
+	p.persistedOnly = readsOnly(p.compiled, frontier.Persisted, c.nlevels)
 	if old, ok := c.preds[name]; ok {
-		idx = old.idx
+		p.idx = old.idx
 	} else {
-		c.predNames = append(c.predNames, name)
-		slices.Sort(c.predNames)
+		if n := len(c.freeSlots); n > 0 {
+			p.idx, c.freeSlots = c.freeSlots[n-1], c.freeSlots[:n-1]
+		} else {
+			p.idx = c.predSlots
+			c.predSlots++
+		}
+		i, _ := slices.BinarySearch(c.predNames, name)
+		c.predNames = slices.Insert(c.predNames, i, name)
 	}
-	c.preds[name] = &pred{idx: idx, src: src, version: version, compiled: p, persistedOnly: readsOnly(p, frontier.Persisted, c.nlevels)}
+	c.preds[name] = p
 	for _, s := range c.list {
 		s.dirty = true
 	}
@@ -160,7 +186,6 @@ func (c *Core) definePredicate(name, src string, version uint64) error {
 		c.originDirty[o] = true
 	}
 	c.timeDirty = true
-	return nil
 }
 
 func readsOnly(p *frontier.Predicate, level, levels int) bool {
@@ -462,4 +487,53 @@ func (c *Core) SetPredicate(name, src string) (uint64, error) {
 	}
 	c.pendingDefs = append(c.pendingDefs, PredicateDef{Name: name, Source: src, Version: version})
 	return version, nil
+}
+
+// DefineTransient defines a predicate that lives only while the driver
+// needs it, such as one a client sent inline: it is neither persisted nor
+// versioned (its source never changes), its frontier advances and stable
+// time ask for no fsync (they are a function of the ack table, which
+// only grows), and RemoveTransient forgets it. The next Ready lists name
+// in Defined and carries the predicate's first evaluation on every stream.
+// Defining a name already defined as transient does nothing and returns
+// false.
+func (c *Core) DefineTransient(name string, p *frontier.Predicate) (bool, error) {
+	if name == "" {
+		return false, fmt.Errorf("core: define predicate: %w: empty name", ErrUnknownPredicate)
+	}
+	if old, ok := c.preds[name]; ok {
+		if old.transient {
+			return false, nil
+		}
+		return false, fmt.Errorf("core: define predicate %q: %w", name, ErrNamedPredicate)
+	}
+	c.define(name, &pred{src: p.String(), version: 1, compiled: p, transient: true})
+	c.defined = append(c.defined, name)
+	return true, nil
+}
+
+// RemoveTransient forgets a predicate DefineTransient defined: its
+// frontiers and stable time are evaluated no more, and its index is free
+// for the next definition. Removing an unknown name does nothing.
+func (c *Core) RemoveTransient(name string) error {
+	p, ok := c.preds[name]
+	if !ok {
+		return nil
+	}
+	if !p.transient {
+		return fmt.Errorf("core: remove predicate %q: %w", name, ErrNamedPredicate)
+	}
+	delete(c.preds, name)
+	if i, found := slices.BinarySearch(c.predNames, name); found {
+		c.predNames = slices.Delete(c.predNames, i, i+1)
+	}
+	delete(c.stable, name)
+	for _, s := range c.list {
+		if p.idx < len(s.rel) {
+			s.rel[p.idx] = release{}
+		}
+	}
+	c.freeSlots = append(c.freeSlots, p.idx)
+	c.defined = slices.DeleteFunc(c.defined, func(d string) bool { return d == name })
+	return nil
 }

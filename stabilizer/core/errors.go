@@ -25,6 +25,9 @@ var (
 	ErrNotDelivered = errors.New("core: seq not delivered")
 	// ErrBadMessage: a message is malformed or misaddressed.
 	ErrBadMessage = errors.New("core: bad message")
+	// ErrNamedPredicate: a transient predicate's name is taken by a named
+	// one, or a named one was to be removed as transient.
+	ErrNamedPredicate = errors.New("core: named predicate")
 	// ErrBuiltinPredicate: built-in predicates cannot be redefined.
 	ErrBuiltinPredicate = errors.New("core: built-in predicate")
 	// ErrBadStreamName: a stream name is empty or too long.

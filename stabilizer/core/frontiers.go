@@ -30,6 +30,9 @@ func (c *Core) evalFrontiers(rd *Ready) {
 			if v <= r.seq {
 				continue
 			}
+			if !p.transient {
+				c.durableAdv++
+			}
 			adv := FrontierAdvance{Stream: s.id, Predicate: name, Version: p.version, From: r.seq, To: v,
 				Settled: p.persistedOnly && v <= settled}
 			r.seq, r.version = v, p.version
@@ -94,6 +97,9 @@ func (c *Core) evalStableTimes(rd *Ready) {
 		if old := c.stable[name]; old.Less(t) {
 			c.stable[name] = t
 			rd.StableTimes = append(rd.StableTimes, StableTime{Predicate: name, Time: t})
+			if !c.preds[name].transient {
+				c.durableAdv++
+			}
 		}
 	}
 }
@@ -105,7 +111,7 @@ func (c *Core) evalStableTimes(rd *Ready) {
 // first messages lie just above T. Below T, a stream whose frontier f has
 // not reached its head at the heartbeat bounds it by the time of message f.
 func (c *Core) originTimes(o int, ts []HLC) []HLC {
-	for range c.preds {
+	for range c.predSlots {
 		ts = append(ts, c.originT[o])
 	}
 	for _, s := range c.byOrigin[o] {
@@ -172,15 +178,21 @@ func (c *Core) Streams() []StreamID {
 }
 
 // Predicates lists the named predicates with their current versions, sorted
-// by name.
+// by name; transient ones are left out.
 func (c *Core) Predicates() []PredicateDef {
 	defs := make([]PredicateDef, 0, len(c.predNames))
 	for _, name := range c.predNames {
-		p := c.preds[name]
-		defs = append(defs, PredicateDef{Name: name, Source: p.src, Version: p.version})
+		if p := c.preds[name]; !p.transient {
+			defs = append(defs, PredicateDef{Name: name, Source: p.src, Version: p.version})
+		}
 	}
 	return defs
 }
+
+// NumPredicates returns how many predicates every stream's frontiers are
+// evaluated for, transient ones included: what each Ready's evaluation
+// costs per stream whose acks changed.
+func (c *Core) NumPredicates() int { return len(c.predNames) }
 
 // Site returns the site this core runs.
 func (c *Core) Site() string { return c.cfg.Site }

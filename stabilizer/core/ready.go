@@ -29,11 +29,16 @@ type Ready struct {
 	Acks []AckCell
 	// Predicates set at run time: store by name. State.Predicates.
 	Predicates []PredicateDef
+	// Defined lists the transient predicates defined since the last Ready
+	// (DefineTransient): Frontiers holds their first evaluation on every
+	// stream where it is above zero. Transient predicates are not stored.
+	Defined []string
 	// Frontiers that advanced, each with the version that released it:
-	// store the latest per (stream, predicate) and publish. State.Frontiers.
+	// store the latest per (stream, predicate), but for transient
+	// predicates, and publish. State.Frontiers.
 	Frontiers []FrontierAdvance
-	// StableTimes that advanced: store the latest per predicate and
-	// publish. State.StableTimes.
+	// StableTimes that advanced: store the latest per predicate, but for
+	// transient ones, and publish. State.StableTimes.
 	StableTimes []StableTime
 	// Clock, when non-zero, bounds every timestamp heartbeats expose until
 	// the next one: store it. State.Clock.
@@ -56,7 +61,7 @@ type Ready struct {
 // call Advance at once.
 func (rd *Ready) Empty() bool {
 	return !rd.MustSync && len(rd.Messages) == 0 && len(rd.Deliver) == 0 && len(rd.Errors) == 0 &&
-		len(rd.Frontiers) == 0 && len(rd.StableTimes) == 0
+		len(rd.Frontiers) == 0 && len(rd.StableTimes) == 0 && len(rd.Defined) == 0
 }
 
 // HasReady reports whether Ready would hand out work. It is false between
@@ -65,7 +70,7 @@ func (c *Core) HasReady() bool {
 	if c.awaiting {
 		return false
 	}
-	if len(c.pendingMsgs) > 0 || len(c.dirtyCells) > 0 || len(c.pendingDefs) > 0 || len(c.errs) > 0 {
+	if len(c.pendingMsgs) > 0 || len(c.dirtyCells) > 0 || len(c.pendingDefs) > 0 || len(c.defined) > 0 || len(c.errs) > 0 {
 		return true
 	}
 	if c.timeDue() || c.tick >= c.nextHB || c.tick >= c.nextFull {
@@ -143,8 +148,10 @@ func (c *Core) Ready() Ready {
 	}
 	c.dirtyCells = c.dirtyCells[:0]
 	rd.Predicates, c.pendingDefs = c.pendingDefs, nil
+	rd.Defined, c.defined = c.defined, nil
 
 	// 2. Frontiers and stable times.
+	c.durableAdv = 0
 	c.evalFrontiers(&rd)
 	c.evalStableTimes(&rd)
 
@@ -206,7 +213,7 @@ func (c *Core) Ready() Ready {
 	rd.Errors, c.errs = c.errs, nil
 	c.assertInvariants()
 	rd.MustSync = len(rd.Entries) > 0 || len(rd.Acks) > 0 || len(rd.Predicates) > 0 || !rd.Clock.IsZero() ||
-		(!c.cfg.LazyFrontiers && (len(rd.Frontiers) > 0 || len(rd.StableTimes) > 0))
+		(!c.cfg.LazyFrontiers && c.durableAdv > 0)
 	return rd
 }
 
