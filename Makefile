@@ -6,15 +6,19 @@ PKGS := ./...
 
 all: build
 
+# test/bench is a module of its own (the benchmark and the peer systems it
+# runs); it is built too, so that it does not rot.
 build:
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/ ./cmd/...
+	cd test/bench && $(GO) build ./... && $(GO) build -o ../../bin/ ./cmd/...
 
-# The full suite, as CI runs it: vet, then every test with the expensive
-# invariant checks of the `invariants` build tag turned on.
-test:
-	$(GO) vet $(PKGS)
+# The full suite, as CI runs it: the lint (gofmt, vet, staticcheck), then
+# every test with the expensive invariant checks of the `invariants` build
+# tag turned on, then the tests of the benchmark's own module.
+test: lint
 	$(GO) test -tags invariants -count=1 -timeout 12m $(PKGS)
+	cd test/bench && $(GO) test -count=1 ./...
 
 # The main job: a three-region cluster (ec2-3) over the emulated WAN, writes
 # under several predicates, a region cut off and healed; everything is
@@ -31,20 +35,26 @@ demo-predicates:
 # JetStream; about 6 minutes. Results in BENCH_OUT, default bin/bench
 # (report.md, results.json, PNG plots). etcd's WAN rows need root for
 # their network namespaces and are skipped, saying so, without it.
+# The harness (wanbench) and the peers (benchpeers) are built from their
+# own module, test/bench, and drive the root's wanbed and stabilizerd.
 BENCH_OUT ?= bin/bench
 bench:
 	$(GO) build -o bin/ ./cmd/...
-	bin/wanbed bench kv --topology ec2-5 --out $(BENCH_OUT)
+	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
+	bin/wanbench kv --topology ec2-5 --out $(BENCH_OUT)
 
 # Go benchmarks of every package; BENCH narrows them, e.g. make bench-go BENCH=Eval.
 BENCH ?= .
 bench-go:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKGS)
 
+# gofmt, go vet and staticcheck (pinned in go.mod as a tool) over both
+# modules; part of make test.
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
+	cd test/bench && $(GO) vet ./... && $(GO) tool staticcheck ./...
 
 # A short fuzzing run of every fuzz target; FUZZTIME to change its length.
 FUZZTIME ?= 30s

@@ -21,6 +21,13 @@
 //	n.Register("eu-west-1", euAddr)
 //	cfg.Dialer = n.Dialer("us-east-1").DialAddr
 //
+//	// Or one address for a site's connections from several others, each
+//	// told by its source address (etcd members in their own network
+//	// namespaces all dial the one peer URL a member advertises).
+//	d, _ := n.Demux(wan.DemuxConfig{Listen: "10.77.100.2:2380", To: "eu-west-1", Target: euAddr,
+//		Sources: map[string]string{"10.77.0.2": "us-east-1", "10.77.2.2": "ap-northeast-1"}})
+//	defer d.Close()
+//
 //	// Change the WAN while it runs.
 //	l.Set(wan.LinkConfig{Delay: 150 * time.Millisecond, Bandwidth: 5 * wan.MBPerSecond})
 //	l.Cut()     // us-east-1 -> eu-west-1 passes nothing; the reverse still does
@@ -121,12 +128,12 @@
 //
 // # Concurrency
 //
-// Network, Link and Proxy are safe for concurrent use. NewNetwork starts
-// nothing. Each Proxy owns one accept goroutine and, per connection, one
-// goroutine that dials the target and then runs the connection's four pipe
-// goroutines (a reader and a writer per direction), waiting for them.
-// Proxy.Close and Network.Close reset the connections and wait for all of
-// these. The Network's, Proxies' and Links' mutexes are never held two at a
+// Network, Link, Proxy and Demux are safe for concurrent use. NewNetwork
+// starts nothing. Each Proxy and each Demux owns one accept goroutine and,
+// per connection, one goroutine that dials the target and then runs the
+// connection's four pipe goroutines (a reader and a writer per direction),
+// waiting for them. Proxy.Close, Demux.Close and Network.Close reset the
+// connections and wait for all of these. The Network's, Proxies' and Links' mutexes are never held two at a
 // time, nor across I/O or a wait, so there is no lock order to keep.
 //
 // # Metrics

@@ -178,8 +178,10 @@ func TestTargetRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := dial(t, p.Addr())
+	// The proxy's round trip begins when it accepts, which may be before
+	// the dial returns here: time it from before the dial.
 	start := time.Now()
+	c := dial(t, p.Addr())
 	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
 		t.Fatal(err)
 	}

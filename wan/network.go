@@ -33,10 +33,10 @@ type Network struct {
 
 	mu struct {
 		sync.Mutex
-		links   map[linkKey]*Link
-		proxies map[*Proxy]struct{}
-		addrs   map[string]string // registered address -> site
-		closed  bool
+		links      map[linkKey]*Link
+		forwarders map[*forwarder]struct{} // every Proxy's and Demux's
+		addrs      map[string]string       // registered address -> site
+		closed     bool
 	}
 }
 
@@ -53,7 +53,7 @@ func NewNetwork(cfg Config) (*Network, error) {
 	}
 	n := &Network{cfg: c, log: c.Logger.Named("wan"), metrics: m}
 	n.mu.links = make(map[linkKey]*Link)
-	n.mu.proxies = make(map[*Proxy]struct{})
+	n.mu.forwarders = make(map[*forwarder]struct{})
 	n.mu.addrs = make(map[string]string)
 	return n, nil
 }
@@ -116,36 +116,38 @@ func (n *Network) Links() []*Link {
 	return out
 }
 
-// Close closes every proxy (and so every connection through the network)
-// and waits for their goroutines. It is idempotent.
+// Close closes every proxy and demultiplexer (and so every connection
+// through the network) and waits for their goroutines. It is idempotent.
 func (n *Network) Close() error {
 	n.mu.Lock()
 	n.mu.closed = true
-	ps := make([]*Proxy, 0, len(n.mu.proxies))
-	for p := range n.mu.proxies {
-		ps = append(ps, p)
+	fs := make([]*forwarder, 0, len(n.mu.forwarders))
+	for f := range n.mu.forwarders {
+		fs = append(fs, f)
 	}
 	n.mu.Unlock()
 	var errs []error
-	for _, p := range ps {
-		errs = append(errs, p.Close())
+	for _, f := range fs {
+		if err := f.close(); err != nil {
+			errs = append(errs, fmt.Errorf("wan: close %s: %w", f.addr(), err))
+		}
 	}
 	return errors.Join(errs...)
 }
 
-func (n *Network) addProxy(p *Proxy) error {
+func (n *Network) addForwarder(f *forwarder) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.mu.closed {
 		return ErrClosed
 	}
-	n.mu.proxies[p] = struct{}{}
+	n.mu.forwarders[f] = struct{}{}
 	return nil
 }
 
-func (n *Network) removeProxy(p *Proxy) {
+func (n *Network) removeForwarder(f *forwarder) {
 	n.mu.Lock()
-	delete(n.mu.proxies, p)
+	delete(n.mu.forwarders, f)
 	n.mu.Unlock()
 }
 

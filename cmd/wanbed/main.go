@@ -123,8 +123,22 @@ and drives workloads against it. Topologies: ` + strings.Join(wan.PresetNames(),
 	}
 	serve.Flags().StringVar(&topology, "topology", "", "")
 	root.AddCommand(upCmd, statusCmd, downCmd, newLinkCmd(&dir, needDir), serve, newRunCmd(&dir, needDir), newDemoCmd(&dir))
-	root.AddCommand(newBenchCmd())
+	root.AddCommand(newMovedBenchCmd())
 	return root
+}
+
+// newMovedBenchCmd answers `wanbed bench ...`: the side-by-side benchmark
+// is a module of its own (test/bench), so that this module requires no
+// peer system's server.
+func newMovedBenchCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "bench",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("bench moved to its own module, test/bench: run make bench, or bin/wanbench kv --topology ec2-5 --out DIR (make build builds it)")
+		},
+	}
 }
 
 func writeJSON(w io.Writer, v any) error {

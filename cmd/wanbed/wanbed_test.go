@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,3 +68,14 @@ type exitErr struct {
 }
 
 func (e *exitErr) Error() string { return e.ExitError.Error() + ": " + e.stderr }
+
+// TestBenchMoved: `wanbed bench` points at the benchmark's new home.
+func TestBenchMoved(t *testing.T) {
+	root := newRoot()
+	root.SetArgs([]string{"bench", "kv", "--topology", "ec2-5", "--out", t.TempDir()})
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "make bench") || !strings.Contains(err.Error(), "wanbench kv") {
+		t.Fatalf("wanbed bench: %v, want a pointer to make bench and wanbench", err)
+	}
+}

@@ -6,16 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
 	"github.com/stabilizer/stabilizer/wan"
 )
 
@@ -24,15 +22,15 @@ import (
 // Stock etcd cannot be handed per-pair addresses: every member dials the
 // same advertised peer URL of a peer, so a proxy on that URL cannot know
 // which link (from which region) a connection belongs to. So each member
-// runs in its own network namespace (wanbed's own binary, `wanbed bench
-// etcd-member`, started with `ip netns exec`), joined to the host by a veth
-// pair: member i listens on 10.77.i.2 inside its namespace, and advertises
-// the peer URL 10.77.100.(i+1):2380, an address of the host. A demultiplexer
-// on the host accepts there, tells the dialling member by its source
-// address (10.77.k.2 is member k), and forwards the connection over the
-// emulated k -> i link (wan.Link.DialContext, which also charges the TCP
-// handshake's round trip) to member i. The addresses exist only inside the
-// namespaces and on their veths, which the bench makes and removes.
+// runs in its own network namespace (`benchpeers etcd-member`, started with
+// `ip netns exec`), joined to the host by a veth pair: member i listens on
+// 10.77.i.2 inside its namespace, and advertises the peer URL
+// 10.77.100.(i+1):2380, an address of the host. A wan.Demux on the host
+// accepts there, tells the dialling member by its source address (10.77.k.2
+// is member k), and forwards the connection over the emulated k -> i link
+// to member i, charging the TCP handshake's round trip first. The
+// addresses exist only inside the namespaces and on their veths, which the
+// bench makes and removes.
 //
 // Clients sit in their member's region: they reach its client URL directly.
 
@@ -119,116 +117,16 @@ func (b *netnsBed) close() {
 	b.veth, b.ns = nil, nil
 }
 
-// peerDemux accepts peer connections for member `to` at its advertised
-// address and forwards each over the link from the dialling member.
-type peerDemux struct {
-	ln   net.Listener
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	open map[net.Conn]struct{}
-}
-
-func startPeerDemux(n *wan.Network, sites []string, to int, listen, target string) (*peerDemux, error) {
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, err
-	}
-	d := &peerDemux{ln: ln, open: map[net.Conn]struct{}{}}
-	bySource := map[string]int{}
-	for i := range sites {
-		bySource[memberAddr(i)] = i
-	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-			from, ok := bySource[host]
-			if !ok || from == to {
-				_ = c.Close()
-				continue
-			}
-			d.wg.Add(1)
-			go func() {
-				defer d.wg.Done()
-				d.forward(n, sites[from], sites[to], c, target)
-			}()
-		}
-	}()
-	return d, nil
-}
-
-func (d *peerDemux) track(c net.Conn, add bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if add {
-		d.open[c] = struct{}{}
-	} else {
-		delete(d.open, c)
-	}
-}
-
-func (d *peerDemux) forward(n *wan.Network, from, to string, c net.Conn, target string) {
-	defer c.Close()
-	l, err := n.Link(from, to)
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	s, err := l.DialContext(ctx, "tcp", target)
-	cancel()
-	if err != nil {
-		return
-	}
-	defer s.Close()
-	d.track(c, true)
-	d.track(s, true)
-	defer d.track(c, false)
-	defer d.track(s, false)
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(s, c); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, s); done <- struct{}{} }()
-	<-done
-	_ = c.Close()
-	_ = s.Close()
-	<-done
-}
-
-func (d *peerDemux) close() {
-	_ = d.ln.Close()
-	d.mu.Lock()
-	for c := range d.open {
-		_ = c.Close()
-	}
-	d.mu.Unlock()
-	d.wg.Wait()
-}
-
 // etcdCluster is a running set of members.
 type etcdCluster struct {
 	names   []string
 	clients []string // client address per member
-	pids    []int
+	procs   []*proc
 }
 
-// findBenchPeers looks for the benchpeers binary beside wanbed, then on PATH.
-func findBenchPeers() (string, error) {
-	if self, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(self), "benchpeers")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	p, err := exec.LookPath("benchpeers")
-	if err != nil {
-		return "", errors.New("the benchpeers binary (etcd and NATS) is neither beside wanbed nor on PATH; build it with go build -o bin/ ./cmd/wanbed/benchpeers")
-	}
-	return p, nil
-}
+// findBenchPeers looks for the benchpeers binary (etcd and NATS) beside
+// wanbench, then on PATH.
+func findBenchPeers() (string, error) { return findBinary("benchpeers") }
 
 // startEtcd writes each member's config and starts it, inside its
 // namespace when ns is given.
@@ -254,11 +152,11 @@ func startEtcd(peers, dir string, names, listenPeer, advertisePeer, listenClient
 		if ns != nil {
 			bin, args = "ip", append([]string{"netns", "exec", ns[i], peers}, args...)
 		}
-		pid, err := spawn(bin, filepath.Join(dir, n+".log"), args...)
+		p, err := start(bin, filepath.Join(dir, n+".log"), args...)
 		if err != nil {
 			return c, err
 		}
-		c.pids = append(c.pids, pid)
+		c.procs = append(c.procs, p)
 		c.clients = append(c.clients, listenClient[i])
 	}
 	return c, nil
@@ -350,20 +248,26 @@ func benchEtcdWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 		return err
 	}
 	defer n.Close()
+	sources := map[string]string{}
+	for i, s := range topo.Sites {
+		sources[memberAddr(i)] = s
+	}
 	var listenPeer, advertise, listenClient []string
-	for i := range topo.Sites {
+	for i, s := range topo.Sites {
 		listenPeer = append(listenPeer, memberAddr(i)+":2380")
 		advertise = append(advertise, advertiseAddr(i)+":2380")
 		listenClient = append(listenClient, memberAddr(i)+":2379")
-		d, err := startPeerDemux(n, topo.Sites, i, advertise[i], listenPeer[i])
+		others := maps.Clone(sources)
+		delete(others, memberAddr(i))
+		d, err := n.Demux(wan.DemuxConfig{Listen: advertise[i], To: s, Target: listenPeer[i], Sources: others})
 		if err != nil {
 			return skip("cannot listen on the members' advertised addresses: " + err.Error())
 		}
-		defer d.close()
+		defer d.Close()
 	}
 	c, err := startEtcd(peers, dir, topo.Sites, listenPeer, advertise, listenClient, bed.ns, etcdWANTickMs, etcdWANElectionMs)
 	if c != nil {
-		defer stopPIDs(c.pids, o.progress)
+		defer stopAll(c.procs, o.progress)
 	}
 	if err != nil {
 		return err
@@ -407,13 +311,12 @@ func benchEtcdWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 	res.Rows = append(res.Rows, rows...)
 	printBenchRows(o.progress, rows)
 	res.note("etcd %s on the WAN: embedded go.etcd.io/etcd/server/v3, one member per region, each in its own network namespace; "+
-		"peer traffic crosses the same emulated links, told apart by source address (see cmd/wanbed/bench_etcd.go); leader moved to %s; "+
+		"peer traffic crosses the same emulated links, told apart by source address (wan.Demux; see test/bench/cmd/wanbench/etcd.go); leader moved to %s; "+
 		"heartbeat %d ms, election timeout %d ms (etcd's tuning guide: heartbeat about the largest round trip, election timeout ten times it); "+
 		"each region's client writes the same records as ours, to its own member, which forwards to the leader.", etcdVersion, leader, etcdWANTickMs, etcdWANElectionMs)
 	return nil
 }
 
-// peerTput runs one throughput measurement through benchpeers.
 // peerTput measures a peer system's throughput at each --inflight and
 // --conns.
 func peerTput(ctx context.Context, o benchOptions, peers, cmd, system, predicate, endpoints string, res *benchResults) error {
@@ -454,14 +357,14 @@ func benchEtcdTput(ctx context.Context, o benchOptions, dir string, res *benchRe
 		return nil
 	}
 	names := []string{"us-east-1", "eu-west-1", "ap-northeast-1"}
-	ports, err := siteconfig.FreePorts("127.0.0.1", 2*len(names))
+	ports, err := freePorts(2 * len(names))
 	if err != nil {
 		return err
 	}
 	peerAddrs, clientsAt := ports[:len(names)], ports[len(names):]
 	c, err := startEtcd(peers, dir, names, peerAddrs, peerAddrs, clientsAt, nil, 100, 1000)
 	if c != nil {
-		defer stopPIDs(c.pids, o.progress)
+		defer stopAll(c.procs, o.progress)
 	}
 	if err != nil {
 		return err

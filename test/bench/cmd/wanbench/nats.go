@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
 )
 
 // natsConfig is one server of a 3-server JetStream cluster on loopback.
@@ -35,7 +33,7 @@ func benchNATSTput(ctx context.Context, o benchOptions, dir string, res *benchRe
 		return nil
 	}
 	names := []string{"us-east-1", "eu-west-1", "ap-northeast-1"}
-	ports, err := siteconfig.FreePorts("127.0.0.1", 2*len(names))
+	ports, err := freePorts(2 * len(names))
 	if err != nil {
 		return err
 	}
@@ -47,19 +45,19 @@ func benchNATSTput(ctx context.Context, o benchOptions, dir string, res *benchRe
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var pids []int
-	defer func() { stopPIDs(pids, o.progress) }()
+	var procs []*proc
+	defer func() { stopAll(procs, o.progress) }()
 	for i, n := range names {
 		path := filepath.Join(dir, n+".conf")
 		conf := fmt.Sprintf(natsConfig, n, clientsAt[i], filepath.Join(dir, n), routesAt[i], strings.Join(routes, ", "))
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			return err
 		}
-		pid, err := spawn(peers, filepath.Join(dir, n+".log"), "nats-server", "--config", path)
+		p, err := start(peers, filepath.Join(dir, n+".log"), "nats-server", "--config", path)
 		if err != nil {
 			return err
 		}
-		pids = append(pids, pid)
+		procs = append(procs, p)
 	}
 	fmt.Fprintf(o.progress, "nats: 3 servers on loopback (%s)\n", dir)
 	if err := peerTput(ctx, o, peers, "nats-tput", sysNATS, "R3", strings.Join(clientsAt, ","), res); err != nil {

@@ -175,7 +175,7 @@ func benchReport(res *benchResults, plots []string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# Stabilizer benchmark on %s\n\n", res.Topology)
-	w("Run %s (%s), on %s. Rerun with `make bench` or `wanbed bench kv --topology %s --out DIR`.\n\n",
+	w("Run %s (%s), on %s. Rerun with `make bench` or `wanbench kv --topology %s --out DIR`.\n\n",
 		res.Started.UTC().Format("2006-01-02 15:04 MST"), res.Finished.Sub(res.Started).Round(time.Second), res.Host, res.Topology)
 
 	if len(res.Sites) > 0 {

@@ -1,10 +1,3 @@
-// Package loadgen drives closed-loop write load for the benchmarks: a fixed
-// number of writers, each issuing its next write as soon as the last one
-// returns, measured over a window after a warm-up.
-//
-// The one idea: only writes that complete inside the measured window count,
-// so the throughput of different systems is compared over the same span,
-// whatever they did during warm-up or the tail.
 package loadgen
 
 import (

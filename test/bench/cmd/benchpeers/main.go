@@ -1,9 +1,3 @@
-// Command benchpeers runs the peer systems of `wanbed bench kv`: etcd
-// members, NATS servers, and their load clients. It is a binary of its own
-// because etcd's protobuf files and ours are both registered as "kv.proto",
-// and the protobuf runtime refuses to start a program that links both.
-// wanbed starts it (from beside itself) and reads its results as JSON on
-// stdout; people need not run it.
 package main
 
 import (
@@ -28,12 +22,12 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/stabilizer/stabilizer/cmd/internal/loadgen"
+	"github.com/stabilizer/stabilizer/test/bench/internal/loadgen"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchpeers etcd-member|etcd-leader|etcd-wan-load|etcd-tput|nats-server|nats-tput FLAGS (started by wanbed bench)")
+		fmt.Fprintln(os.Stderr, "usage: benchpeers etcd-member|etcd-leader|etcd-wan-load|etcd-tput|nats-server|nats-tput FLAGS (started by wanbench kv)")
 		os.Exit(2)
 	}
 	cmds := map[string]func([]string) error{

@@ -15,11 +15,10 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"google.golang.org/grpc/status"
 
-	"github.com/stabilizer/stabilizer/cmd/internal/loadgen"
-	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
+	"github.com/stabilizer/stabilizer/test/bench/internal/loadgen"
 	"github.com/stabilizer/stabilizer/wan"
 )
 
@@ -167,16 +166,12 @@ func benchOursWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 	if oc != "" {
 		preds[otherContinentName] = oc
 	}
-	// up reserves the sites' ports before the WAN process starts its
-	// proxies on ports of the kernel's choosing, which now and then take
-	// one of them; a fresh start then usually works.
-	var st *state
+	// wanbed up reserves the sites' ports before the WAN process starts
+	// its proxies on ports of the kernel's choosing, which now and then
+	// take one of them; a fresh start then usually works.
+	var bed *testbed
 	for attempt := 1; ; attempt++ {
-		d := fmt.Sprintf("%s-%d", dir, attempt)
-		st, err = up(upOptions{topology: o.topology, dir: d, progress: o.progress, predicates: preds})
-		if st != nil {
-			defer func() { _ = down(d, io.Discard) }()
-		}
+		bed, err = wanbedUp(o.topology, fmt.Sprintf("%s-%d", dir, attempt), preds, o.progress)
 		if err == nil {
 			break
 		}
@@ -184,12 +179,10 @@ func benchOursWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 			return err
 		}
 		fmt.Fprintf(o.progress, "starting the sites failed (%v); again\n", firstLine(err.Error()))
-		if st != nil {
-			_ = down(d, io.Discard)
-		}
 	}
+	defer bed.down(o.progress)
 	clients := map[string]*kvclient.Client{}
-	for _, s := range st.Sites {
+	for _, s := range bed.sites {
 		c, err := kvclient.Dial(s.Client)
 		if err != nil {
 			return err
@@ -304,42 +297,6 @@ func tputRun(ctx context.Context, system, predicate string, inflight int, warm, 
 	return row
 }
 
-// loopbackSites starts one stabilizerd per site on loopback, no emulated
-// links, and returns them; stop with stopPIDs.
-func loopbackSites(dir string, sites []string, progress io.Writer) ([]siteState, error) {
-	stabd, err := findStabilizerd("")
-	if err != nil {
-		return nil, err
-	}
-	gen, err := siteconfig.Generate(siteconfig.GenerateOptions{Sites: sites, Dir: dir})
-	if err != nil {
-		return nil, err
-	}
-	var out []siteState
-	for _, g := range gen {
-		s := siteState{Site: g.Site, Config: g.Config, Client: g.Client, HTTP: g.HTTP, Log: filepath.Join(dir, g.Site+".log")}
-		if s.PID, err = spawn(stabd, s.Log, "--config", g.Config); err != nil {
-			return out, err
-		}
-		out = append(out, s)
-	}
-	for _, s := range out {
-		if err := waitHealthy(s); err != nil {
-			return out, err
-		}
-	}
-	fmt.Fprintf(progress, "%d sites on loopback: %s\n", len(out), dir)
-	return out, nil
-}
-
-func sitePIDs(ss []siteState) []int {
-	var pids []int
-	for _, s := range ss {
-		pids = append(pids, s.PID)
-	}
-	return pids
-}
-
 // benchThroughput runs the loopback throughput rows of every system.
 func benchThroughput(ctx context.Context, o benchOptions, dir string, res *benchResults, step func(string, ...any)) error {
 	sites := []string{"us-east-1", "eu-west-1", "ap-northeast-1"}
@@ -373,8 +330,8 @@ func benchThroughput(ctx context.Context, o benchOptions, dir string, res *bench
 }
 
 func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []string, res *benchResults) error {
-	ss, err := loopbackSites(dir, sites, o.progress)
-	defer stopPIDs(sitePIDs(ss), o.progress)
+	ss, ps, err := loopbackSites(dir, sites, o.progress)
+	defer stopAll(ps, o.progress)
 	if err != nil {
 		return err
 	}
@@ -390,7 +347,7 @@ func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []stri
 
 // benchOursConns runs our throughput rows with conns client connections
 // per site.
-func benchOursConns(ctx context.Context, o benchOptions, conns int, ss []siteState, res *benchResults) error {
+func benchOursConns(ctx context.Context, o benchOptions, conns int, ss []siteInfo, res *benchResults) error {
 	dial := func(unary bool) ([]*kvclient.Client, error) {
 		var cls []*kvclient.Client
 		for range conns {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -199,5 +201,23 @@ func TestBounds(t *testing.T) {
 	}
 	if got := ms(raftBound(topo, "us-east-1", "us-east-1")); got != 69.7 {
 		t.Errorf("raft bound at the leader: %.1f, want 69.7", got)
+	}
+}
+
+// TestRecordsUnchanged: the workload writes the records it wrote before it
+// moved here from cmd/wanbed (the first 50 of two regions, hashed), so that
+// runs stay comparable with the earlier ones in deploy/bench.
+func TestRecordsUnchanged(t *testing.T) {
+	h := sha256.New()
+	for i, s := range []string{"us-east-1", "ap-southeast-2"} {
+		g := newGen(s, uint64(1000+i))
+		for range 50 {
+			r := g.next()
+			fmt.Fprintf(h, "%s\x00%s\x00", r.key, r.value)
+		}
+	}
+	const want = "da882a79ed2729a3604fd5ab1cd22447ce6813626966b9fd5ebf6ba5ea8e1fce"
+	if got := fmt.Sprintf("%x", h.Sum(nil)); got != want {
+		t.Fatalf("records hash %s, want %s: the workload changed", got, want)
 	}
 }
