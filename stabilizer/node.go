@@ -169,13 +169,16 @@ type Node struct {
 	cancel      context.CancelFunc
 	stop        chan struct{}
 	done        chan struct{}
+	closed      chan struct{} // closed once Close has closed everything
 
 	mu struct {
 		sync.Mutex
 		started bool
 		closed  bool
 		err     error // why the loop stopped, if it failed
-		apps    map[string]*appQueue
+		// closeErr is what Close returned, for the calls that waited.
+		closeErr error
+		apps     map[string]*appQueue
 		// namespaces are the names Namespace handed out.
 		namespaces map[string]bool
 		// inline are the inline predicates the core holds (inline.go):
@@ -245,6 +248,7 @@ func New(cfg Config) (*Node, error) {
 		recheck:   make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
+		closed:    make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.mu.apps = map[string]*appQueue{}
@@ -338,18 +342,23 @@ func (n *Node) Start() error {
 }
 
 // Close stops the transport, the loop and the applications, and closes
-// storage. It is idempotent and returns the error that stopped the node, if
-// one did.
+// storage. It is idempotent: every call returns only once the node is
+// closed (storage too), with the error that stopped the node, if one did,
+// also when another Close (such as the one a storage failure starts) is
+// already running.
 func (n *Node) Close() error {
 	n.mu.Lock()
 	if n.mu.closed {
-		err := n.mu.err
 		n.mu.Unlock()
-		return err
+		<-n.closed
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.mu.closeErr
 	}
 	n.mu.closed = true
 	started := n.mu.started
 	n.mu.Unlock()
+	defer close(n.closed)
 	var errs []error
 	if started && n.cfg.Transport != nil {
 		errs = append(errs, n.cfg.Transport.Close())
@@ -360,9 +369,9 @@ func (n *Node) Close() error {
 	n.pub.close()
 	errs = append(errs, n.store.Close())
 	n.mu.Lock()
-	errs = append([]error{n.mu.err}, errs...)
-	n.mu.Unlock()
-	return errors.Join(errs...)
+	defer n.mu.Unlock()
+	n.mu.closeErr = errors.Join(append([]error{n.mu.err}, errs...)...)
+	return n.mu.closeErr
 }
 
 // fail stops the node after an error it cannot continue past (storage).
