@@ -152,16 +152,16 @@ type LinkConfig struct {
 func (c LinkConfig) Validate() error {
 	var errs []error
 	if c.Delay < 0 {
-		errs = append(errs, fmt.Errorf("wan: link delay %v: must not be negative", c.Delay))
+		errs = append(errs, fmt.Errorf("wan: link: Delay: %v is negative", c.Delay))
 	}
 	if c.Jitter < 0 {
-		errs = append(errs, fmt.Errorf("wan: link jitter %v: must not be negative", c.Jitter))
+		errs = append(errs, fmt.Errorf("wan: link: Jitter: %v is negative", c.Jitter))
 	}
 	if c.Bandwidth < 0 {
-		errs = append(errs, fmt.Errorf("wan: link bandwidth %d: must not be negative", int64(c.Bandwidth)))
+		errs = append(errs, fmt.Errorf("wan: link: Bandwidth: %d is negative", int64(c.Bandwidth)))
 	}
 	if math.IsNaN(c.Loss) || c.Loss < 0 || c.Loss >= 1 {
-		errs = append(errs, fmt.Errorf("wan: link loss %v: must be in [0, 1) (use Cut for a link that passes nothing)", c.Loss))
+		errs = append(errs, fmt.Errorf("wan: link: Loss: %v is outside [0, 1) (use Cut for a link that passes nothing)", c.Loss))
 	}
 	return errors.Join(errs...)
 }
@@ -205,7 +205,7 @@ type Config struct {
 func (c *Config) Validate() error {
 	var errs []error
 	if c.MaxHeld < 0 {
-		errs = append(errs, fmt.Errorf("wan: config MaxHeld %d: must not be negative", c.MaxHeld))
+		errs = append(errs, fmt.Errorf("wan: config: MaxHeld: %d is negative", c.MaxHeld))
 	}
 	return errors.Join(errs...)
 }

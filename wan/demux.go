@@ -31,24 +31,24 @@ type DemuxConfig struct {
 func (c DemuxConfig) Validate() error {
 	var errs []error
 	if c.To == "" {
-		errs = append(errs, errors.New("wan: demux To: missing"))
+		errs = append(errs, errors.New("wan: demux: To: missing"))
 	}
 	if c.Target == "" {
-		errs = append(errs, errors.New("wan: demux Target: missing"))
+		errs = append(errs, errors.New("wan: demux: Target: missing"))
 	}
 	if len(c.Sources) == 0 {
-		errs = append(errs, errors.New("wan: demux Sources: none given"))
+		errs = append(errs, errors.New("wan: demux: Sources: missing"))
 	}
 	for _, src := range slices.Sorted(maps.Keys(c.Sources)) {
 		site := c.Sources[src]
 		if _, err := netip.ParseAddr(src); err != nil {
-			errs = append(errs, fmt.Errorf("wan: demux Sources[%q]: not an IP address", src))
+			errs = append(errs, fmt.Errorf("wan: demux: Sources[%q]: not an IP address", src))
 		}
 		switch {
 		case site == "":
-			errs = append(errs, fmt.Errorf("wan: demux Sources[%q]: empty site name", src))
+			errs = append(errs, fmt.Errorf("wan: demux: Sources[%q]: empty site name", src))
 		case site == c.To:
-			errs = append(errs, fmt.Errorf("wan: demux Sources[%q] = %q: the site connections go to crosses no link to itself", src, site))
+			errs = append(errs, fmt.Errorf("wan: demux: Sources[%q]: %q is To, which crosses no link to itself", src, site))
 		}
 	}
 	return errors.Join(errs...)

@@ -125,15 +125,15 @@ func TestDemuxConfig(t *testing.T) {
 	t.Parallel()
 	err := DemuxConfig{To: "c", Sources: map[string]string{"10.0.0.1": "c", "nowhere": ""}}.Validate()
 	want := []string{
-		`wan: demux Target: missing`,
-		`wan: demux Sources["10.0.0.1"] = "c": the site connections go to crosses no link to itself`,
-		`wan: demux Sources["nowhere"]: not an IP address`,
-		`wan: demux Sources["nowhere"]: empty site name`,
+		`wan: demux: Target: missing`,
+		`wan: demux: Sources["10.0.0.1"]: "c" is To, which crosses no link to itself`,
+		`wan: demux: Sources["nowhere"]: not an IP address`,
+		`wan: demux: Sources["nowhere"]: empty site name`,
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {
 		t.Errorf("Validate:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
 	}
-	if err := (DemuxConfig{}).Validate(); err == nil || !strings.Contains(err.Error(), "To: missing") || !strings.Contains(err.Error(), "Sources: none given") {
+	if err := (DemuxConfig{}).Validate(); err == nil || !strings.Contains(err.Error(), "To: missing") || !strings.Contains(err.Error(), "Sources: missing") {
 		t.Errorf("Validate of the zero config: %v", err)
 	}
 

@@ -252,7 +252,7 @@ func TestNetworkErrors(t *testing.T) {
 		t.Error("Reverse is not the other direction")
 	}
 	err = l.Set(LinkConfig{Delay: -1, Loss: 1})
-	if err == nil || !strings.Contains(err.Error(), "delay") || !strings.Contains(err.Error(), "loss") {
+	if err == nil || !strings.Contains(err.Error(), "Delay: -1ns") || !strings.Contains(err.Error(), "Loss: 1 ") {
 		t.Errorf("Set with bad values: %v", err)
 	}
 	if _, err := NewNetwork(Config{MaxHeld: -1}); err == nil {

@@ -98,37 +98,37 @@ type Config struct {
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Schema == nil {
-		errs = append(errs, errors.New("core: config: schema: missing"))
+		errs = append(errs, errors.New("core: config: Schema: missing"))
 	} else {
 		if err := c.Schema.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("core: config: schema: %w", err))
+			errs = append(errs, fmt.Errorf("core: config: Schema: %w", err))
 		}
 		if _, ok := c.Schema.SiteIndex(c.Site); !ok {
-			errs = append(errs, fmt.Errorf("core: config: site: %q is not in schema sites %v", c.Site, c.Schema.Sites))
+			errs = append(errs, fmt.Errorf("core: config: Site: %q is not one of the schema's sites %v", c.Site, c.Schema.Sites))
 		}
 	}
 	if c.Site == "" {
-		errs = append(errs, errors.New("core: config: site: missing"))
+		errs = append(errs, errors.New("core: config: Site: missing"))
 	}
 	if c.Storage == nil {
-		errs = append(errs, errors.New("core: config: storage: missing"))
+		errs = append(errs, errors.New("core: config: Storage: missing"))
 	}
 	for name, v := range map[string]int{
-		"max_batch_bytes": c.MaxBatchBytes, "max_inflight_bytes": c.MaxInflightBytes,
-		"max_memory_bytes": c.MaxMemoryBytes, "max_unapplied": c.MaxUnapplied,
-		"ack_interval": c.AckInterval, "heartbeat_interval": c.HeartbeatInterval,
-		"full_ack_interval": c.FullAckInterval, "resend_ticks": c.ResendTicks,
+		"MaxBatchBytes": c.MaxBatchBytes, "MaxInflightBytes": c.MaxInflightBytes,
+		"MaxMemoryBytes": c.MaxMemoryBytes, "MaxUnapplied": c.MaxUnapplied,
+		"AckInterval": c.AckInterval, "HeartbeatInterval": c.HeartbeatInterval,
+		"FullAckInterval": c.FullAckInterval, "ResendTicks": c.ResendTicks,
 	} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("core: config: %s: %d is negative", name, v))
 		}
 	}
 	if c.ClockReserve < 0 {
-		errs = append(errs, fmt.Errorf("core: config: clock_reserve: %d is negative", c.ClockReserve))
+		errs = append(errs, fmt.Errorf("core: config: ClockReserve: %d is negative", c.ClockReserve))
 	}
 	for name := range c.Predicates {
 		if _, ok := frontier.Builtins[name]; ok {
-			errs = append(errs, fmt.Errorf("core: config: predicates.%s: %w", name, ErrBuiltinPredicate))
+			errs = append(errs, fmt.Errorf("core: config: Predicates[%q]: %w", name, ErrBuiltinPredicate))
 		}
 	}
 	// Sort for a deterministic message: map iteration above may reorder.

@@ -144,7 +144,7 @@ func New(cfg Config, st State) (*Core, error) {
 	slices.Sort(names)
 	for _, name := range names {
 		if err := c.definePredicate(name, cfg.Predicates[name], 1); err != nil {
-			return nil, fmt.Errorf("core: config: predicates.%s: %w", name, err)
+			return nil, fmt.Errorf("core: config: Predicates[%q]: %w", name, err)
 		}
 	}
 	if err := c.restore(st); err != nil {

@@ -20,8 +20,8 @@ func TestConfigValidateReportsEveryField(t *testing.T) {
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, want := range []string{`site: "zz" is not in schema`, "duplicate site", "storage: missing",
-		"ack_interval: -1", "max_batch_bytes: -5", "predicates.all"} {
+	for _, want := range []string{`Site: "zz" is not one of`, "duplicate site", "Storage: missing",
+		"AckInterval: -1", "MaxBatchBytes: -5", `Predicates["all"]`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}

@@ -72,19 +72,19 @@ type Config struct {
 func (c Config) Validate() error {
 	var errs []error
 	if c.Dir == "" {
-		errs = append(errs, errors.New("storage: config: Dir is required"))
+		errs = append(errs, errors.New("storage: config: Dir: missing"))
 	}
 	if c.MaxGroupBytes < 0 {
-		errs = append(errs, fmt.Errorf("storage: config: MaxGroupBytes %d is negative", c.MaxGroupBytes))
+		errs = append(errs, fmt.Errorf("storage: config: MaxGroupBytes: %d is negative", c.MaxGroupBytes))
 	}
 	if c.MaxGroupRequests < 0 {
-		errs = append(errs, fmt.Errorf("storage: config: MaxGroupRequests %d is negative", c.MaxGroupRequests))
+		errs = append(errs, fmt.Errorf("storage: config: MaxGroupRequests: %d is negative", c.MaxGroupRequests))
 	}
 	if c.CacheSize < 0 {
-		errs = append(errs, fmt.Errorf("storage: config: CacheSize %d is negative", c.CacheSize))
+		errs = append(errs, fmt.Errorf("storage: config: CacheSize: %d is negative", c.CacheSize))
 	}
 	if c.MemTableSize < 0 || c.MemTableSize > 1<<30 {
-		errs = append(errs, fmt.Errorf("storage: config: MemTableSize %d is outside [0, 1 GiB]", c.MemTableSize))
+		errs = append(errs, fmt.Errorf("storage: config: MemTableSize: %d is outside [0, 1 GiB]", c.MemTableSize))
 	}
 	return errors.Join(errs...)
 }

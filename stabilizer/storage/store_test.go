@@ -72,7 +72,7 @@ func TestConfigValidateReportsEveryField(t *testing.T) {
 	if err == nil {
 		t.Fatal("want error")
 	}
-	for _, field := range []string{"Dir", "MaxGroupBytes -1", "MaxGroupRequests -2", "CacheSize -3", "MemTableSize 2147483648"} {
+	for _, field := range []string{"Dir", "MaxGroupBytes: -1", "MaxGroupRequests: -2", "CacheSize: -3", "MemTableSize: 2147483648"} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error %q does not name %q", err, field)
 		}

@@ -150,10 +150,10 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("transport: config: "+format, args...))
 	}
 	if c.Cluster == "" {
-		bad("Cluster is required")
+		bad("Cluster: missing")
 	}
 	if c.Site == "" {
-		bad("Site is required")
+		bad("Site: missing")
 	}
 	names := make([]string, 0, len(c.Peers))
 	for name := range c.Peers {
@@ -163,30 +163,30 @@ func (c Config) Validate() error {
 	for _, name := range names {
 		a := c.Peers[name]
 		if name == "" {
-			bad("Peers has an empty site name")
+			bad("Peers: a site with an empty name")
 		}
 		if name != c.Site && a.Data == "" {
-			bad("Peers[%q].Data is empty", name)
+			bad("Peers[%q].Data: missing", name)
 		}
 	}
-	for _, s := range []string{c.Cluster, c.Site} {
-		if len(s) > maxNameLen {
-			bad("name %.20q… longer than %d bytes", s, maxNameLen)
+	for _, f := range []struct{ name, v string }{{"Cluster", c.Cluster}, {"Site", c.Site}} {
+		if len(f.v) > maxNameLen {
+			bad("%s: %.20q… is %d bytes, longer than %d", f.name, f.v, len(f.v), maxNameLen)
 		}
 	}
 	if len(c.Listeners) == 0 {
-		bad("Listeners: at least one is required")
+		bad("Listeners: missing (at least one is needed)")
 	}
 	for i, l := range c.Listeners {
 		if l == nil {
-			bad("Listeners[%d] is nil", i)
+			bad("Listeners[%d]: nil", i)
 		}
 	}
 	if c.ClientCredentials == nil && c.ServerCredentials == nil && !c.Insecure {
-		bad("no credentials: set ClientCredentials and ServerCredentials, or Insecure for plaintext")
+		bad("ClientCredentials, ServerCredentials: missing (set both, or Insecure for plaintext)")
 	}
 	if (c.ClientCredentials == nil) != (c.ServerCredentials == nil) {
-		bad("ClientCredentials and ServerCredentials must be set together")
+		bad("ClientCredentials, ServerCredentials: only one is set (set both)")
 	}
 	for _, f := range []struct {
 		name string
@@ -202,14 +202,14 @@ func (c Config) Validate() error {
 		{"KeepaliveTime", int64(c.KeepaliveTime)},
 	} {
 		if f.v < 0 {
-			bad("%s %d is negative", f.name, f.v)
+			bad("%s: %d is negative", f.name, f.v)
 		}
 	}
 	if c.MaxFrameSize > 1<<30 {
-		bad("MaxFrameSize %d is above 1 GiB", c.MaxFrameSize)
+		bad("MaxFrameSize: %d is above 1 GiB", c.MaxFrameSize)
 	}
 	if c.BackoffMin > 0 && c.BackoffMax > 0 && c.BackoffMin > c.BackoffMax {
-		bad("BackoffMin %v is above BackoffMax %v", c.BackoffMin, c.BackoffMax)
+		bad("BackoffMin: %v is above BackoffMax %v", c.BackoffMin, c.BackoffMax)
 	}
 	return errors.Join(errs...)
 }

@@ -600,7 +600,7 @@ func TestConfigValidateReportsEveryField(t *testing.T) {
 	if err == nil {
 		t.Fatal("want error")
 	}
-	for _, want := range []string{"Cluster", "Site", `Peers["b"].Data`, "Listeners[0]", "credentials", "MaxFrameSize -1", "BackoffMin 1s"} {
+	for _, want := range []string{"Cluster", "Site", `Peers["b"].Data`, "Listeners[0]", "Credentials: missing", "MaxFrameSize: -1", "BackoffMin: 1s"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %q:\n%v", want, err)
 		}
