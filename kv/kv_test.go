@@ -444,3 +444,35 @@ func TestAppendThenWait(t *testing.T) {
 		t.Fatalf("bad wait: %+v %v", b.Results, err)
 	}
 }
+
+// TestConfigValidate: every bad field is reported on a line of its own,
+// with its value; a configured named predicate is a valid DefaultWait
+// before the node starts.
+func TestConfigValidate(t *testing.T) {
+	n, _ := stabilizertest.OpenNode(t, "us-east-1", "")
+	err := (&Config{Node: n, DefaultWait: "majorty", DefaultTimeout: -time.Second, MaxKeyBytes: -1, MaxValueBytes: -2,
+		Peers: map[string]Reader{"us-east-1": peerReaders{}, "eu-wst-1": peerReaders{}}}).Validate()
+	want := []string{`DefaultWait: "majorty"`, `Peers["eu-wst-1"]: not one of the sites`, `Peers["us-east-1"]: this site itself`,
+		"DefaultTimeout: -1s is negative", "MaxKeyBytes: -1 is negative", "MaxValueBytes: -2 is negative"}
+	if err == nil || len(strings.Split(err.Error(), "\n")) != len(want) {
+		t.Fatalf("Validate: %v; want %d lines", err, len(want))
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), "kv: config: "+w) {
+			t.Errorf("Validate does not say %q:\n%v", w, err)
+		}
+	}
+	if err := (&Config{}).Validate(); err == nil || !strings.Contains(err.Error(), "Node: missing") {
+		t.Errorf("Validate of the zero config: %v", err)
+	}
+	c := stabilizertest.NewCluster(t, stabilizertest.Options{Sites: sites3, Stopped: sites3,
+		Predicates: map[string]string{"two_continents": "kth_max(2, persisted(sites))"}})
+	node, err := stabilizer.New(c.Config("us-east-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	if _, err := New(Config{Node: node, DefaultWait: "two_continents"}); err != nil {
+		t.Errorf("a configured predicate as DefaultWait: %v", err)
+	}
+}

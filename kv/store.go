@@ -114,21 +114,60 @@ type compiledPred struct {
 	satisfiable bool // for this site's own writes
 }
 
+// Validate reports every bad field, one line each: a missing Node, a
+// DefaultWait that is no predicate this site knows, negative limits, peers
+// that are not other sites of the schema.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("kv: config: "+format, args...))
+	}
+	if c.Node == nil {
+		bad("Node: missing")
+	} else {
+		if c.DefaultWait != "" {
+			if _, err := c.Node.Predicate(context.Background(), c.DefaultWait); err != nil {
+				bad("DefaultWait: %q: %v", c.DefaultWait, err)
+			}
+		}
+		for _, p := range slices.Sorted(maps.Keys(c.Peers)) {
+			switch _, ok := c.Node.Schema().SiteIndex(p); {
+			case !ok:
+				bad("Peers[%q]: not one of the sites %v", p, c.Node.Schema().Sites)
+			case p == c.Node.Site():
+				bad("Peers[%q]: this site itself; quorum reads ask it directly", p)
+			case c.Peers[p] == nil:
+				bad("Peers[%q]: nil", p)
+			}
+		}
+	}
+	if c.DefaultTimeout < 0 {
+		bad("DefaultTimeout: %v is negative", c.DefaultTimeout)
+	}
+	if c.MaxKeyBytes < 0 {
+		bad("MaxKeyBytes: %d is negative", c.MaxKeyBytes)
+	}
+	if c.MaxValueBytes < 0 {
+		bad("MaxValueBytes: %d is negative", c.MaxValueBytes)
+	}
+	return errors.Join(errs...)
+}
+
 // New creates the store and registers it with the node.
 func New(cfg Config) (*Store, error) {
-	if cfg.Node == nil {
-		return nil, errors.New("kv: config: Node: missing")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.DefaultWait == "" {
 		cfg.DefaultWait = DefaultWait
 	}
-	if cfg.DefaultTimeout <= 0 {
+	if cfg.DefaultTimeout == 0 {
 		cfg.DefaultTimeout = DefaultTimeout
 	}
-	if cfg.MaxKeyBytes <= 0 {
+	if cfg.MaxKeyBytes == 0 {
 		cfg.MaxKeyBytes = DefaultMaxKeyBytes
 	}
-	if cfg.MaxValueBytes <= 0 {
+	if cfg.MaxValueBytes == 0 {
 		cfg.MaxValueBytes = DefaultMaxValueBytes
 	}
 	if cfg.Logger == nil {

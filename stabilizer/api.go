@@ -99,6 +99,10 @@ func (n *Node) PredicateSource(name string) (string, bool) {
 			return d.Source, true
 		}
 	}
+	// Before Start the core has not defined the configured ones yet.
+	if src, ok := n.cfg.Predicates[name]; ok && !n.mu.started {
+		return src, true
+	}
 	return "", false
 }
 
