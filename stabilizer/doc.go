@@ -9,6 +9,7 @@
 //
 //	n, err := stabilizer.New(stabilizer.Config{Site: "eu-west-1", Schema: schema,
 //		Dir: dir, Transport: stabilizer.GRPCTransport(tr), Logger: log})
+//	ns, err := n.Namespace("kv")                   // the application's key space
 //	n.Handle("kv", applier)                        // before Start
 //	err = n.Start()
 //	a, err := n.Append(ctx, "kv", payload)          // seq and HLC at once
@@ -18,6 +19,15 @@
 //	w := n.WatchFrontiers(64, nil)                  // advances on w.C
 //	v, err := n.SetPredicate(ctx, "eu", `persisted("eu-west-1")`)
 //	defer n.Close()
+//
+// Applications go through this package's door only: the vocabulary
+// (StreamID, HLC, Entry, Position, FrontierState, …), the Node, and a
+// Namespace per application, whose Batch commits the application's state
+// together with how far it applied its streams (Batch.SetApplied), so that
+// delivery resumes exactly after it. The core, the storage layout and the
+// transport stay free to change behind it; a repository test
+// (test/deps_test.go) holds that no application imports them.
+// Package stabilizertest is the harness for testing applications.
 //
 // Append returns before the message is durable; wait for the `local`
 // predicate (or a stronger one) to know it is. An origin never sends a
