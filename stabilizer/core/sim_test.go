@@ -222,6 +222,9 @@ type simSite struct {
 	view map[core.StreamID][]uint64
 	// defs: every (name, version) this site used, to re-evaluate releases.
 	defs map[string]map[uint64]string
+	// transient: the transient predicates this incarnation defined and
+	// has not removed.
+	transient []string
 }
 
 type sim struct {
@@ -249,7 +252,9 @@ type sim struct {
 	appends int
 	steps   int
 	counts  map[string]int
-	trace   hash.Hash64 // of every message sent, for TestSimDeterministic
+	// transients counts transient predicates defined, for unique names.
+	transients int
+	trace      hash.Hash64 // of every message sent, for TestSimDeterministic
 
 	// flight mirrors, per (origin, destination), the data sent in the
 	// current session and not yet acknowledged received, to check the
@@ -473,6 +478,7 @@ func (s *sim) crash(site *simSite) {
 	site.up = false
 	site.core = nil
 	site.crashInReady = 0
+	site.transient = nil // a restarted core holds none
 	site.store.pendFronts, site.store.pendStable = map[fkey]core.FrontierState{}, map[string]core.StableTime{}
 	if s.cfg.LazyFrontiers {
 		// Published, never synced: forgotten. Frontiers resume from what
@@ -630,10 +636,14 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 		s.noteDef(site, d.Name, d.Version, d.Source)
 	}
 	for _, f := range rd.Frontiers {
-		st.pendFronts[fkey{f.Stream, f.Predicate}] = core.FrontierState{Stream: f.Stream, Predicate: f.Predicate, Seq: f.To, Version: f.Version, HLC: f.HLC}
+		if !strings.HasPrefix(f.Predicate, "=") { // transient ones are not stored
+			st.pendFronts[fkey{f.Stream, f.Predicate}] = core.FrontierState{Stream: f.Stream, Predicate: f.Predicate, Seq: f.To, Version: f.Version, HLC: f.HLC}
+		}
 	}
 	for _, t := range rd.StableTimes {
-		st.pendStable[t.Predicate] = t
+		if !strings.HasPrefix(t.Predicate, "=") {
+			st.pendStable[t.Predicate] = t
+		}
 	}
 	if rd.MustSync {
 		st.sync()
@@ -816,8 +826,12 @@ func (s *sim) checkAll() {
 		}
 		// Stable time: every durable message at or below it is behind its
 		// stream's frontier here.
+		names := slices.Clone(site.transient)
 		for _, d := range c.Predicates() {
-			t, err := c.StableTime(d.Name)
+			names = append(names, d.Name)
+		}
+		for _, name := range names {
+			t, err := c.StableTime(name)
 			if err != nil {
 				s.failf("%s: %v", site.name, err)
 				continue
@@ -830,10 +844,10 @@ func (s *sim) checkAll() {
 				if k == 0 {
 					continue
 				}
-				f, err := c.Frontier(id, d.Name)
+				f, err := c.Frontier(id, name)
 				if err != nil || f.Seq < uint64(k) {
 					s.failf("%s: stable time of %s is %s, but %s seq %d (HLC %s) is beyond its frontier %d (%v)",
-						site.name, d.Name, t, id, k, tl[k-1].HLC, f.Seq, err)
+						site.name, name, t, id, k, tl[k-1].HLC, f.Seq, err)
 				}
 			}
 		}
@@ -994,6 +1008,37 @@ func (s *sim) setPredicate() {
 	s.logf("%s: set %s v%d = %s", site.name, name, v, src)
 }
 
+// transientPredicate defines a transient predicate under a name never used
+// before, or removes one: indexes are reused, and what a removed one
+// released must not leak into the next (its first advance must start at
+// 0, and every release be proven by the acks).
+func (s *sim) transientPredicate() {
+	site := s.anyUp()
+	if site == nil {
+		return
+	}
+	if len(site.transient) > 0 && s.rng.IntN(2) == 0 {
+		i := s.rng.IntN(len(site.transient))
+		name := site.transient[i]
+		site.transient = slices.Delete(site.transient, i, i+1)
+		s.check(site.core.RemoveTransient(name), "remove transient predicate")
+		s.counts["transient.remove"]++
+		s.logf("%s: remove %s", site.name, name)
+		return
+	}
+	s.transients++
+	name := fmt.Sprintf("=t%d", s.transients)
+	src := simSources[s.rng.IntN(len(simSources))]
+	p, err := frontier.Compile(src, s.schema)
+	s.check(err, "compile")
+	_, err = site.core.DefineTransient(name, p)
+	s.check(err, "define transient predicate")
+	s.noteDef(site, name, 1, src)
+	site.transient = append(site.transient, name)
+	s.counts["transient.define"]++
+	s.logf("%s: define %s = %s", site.name, name, src)
+}
+
 func (s *sim) step() {
 	s.steps++
 	r := s.rng.IntN(1000)
@@ -1041,8 +1086,10 @@ func (s *sim) step() {
 				break
 			}
 		}
-	case r < 980:
+	case r < 975:
 		s.setPredicate()
+	case r < 980:
+		s.transientPredicate()
 	default:
 		// A reconnect without a cut: both sides see the connection drop
 		// and come back, as after an idle timeout.
