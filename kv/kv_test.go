@@ -347,14 +347,15 @@ func TestSnapshotRead(t *testing.T) {
 	}
 	s := c.store("eu-west-1")
 	// The snapshot time passes the write once it is applied here and all
-	// sites heartbeat past it.
-	for {
+	// sites heartbeat past it, within the test's deadline.
+	deadline, _ := ctx.Deadline()
+	stabilizertest.Eventually(t, time.Until(deadline), func() error {
 		r, err := s.Get(ctx, "lineage/a", ReadOptions{Snapshot: "all"})
 		if err == nil {
 			if string(r.Value) != "1" || r.Snapshot.Less(w.HLC) {
 				t.Fatalf("snapshot read %+v", r)
 			}
-			break
+			return nil
 		}
 		if !errors.Is(err, ErrNotFound) {
 			t.Fatal(err)
@@ -362,8 +363,8 @@ func TestSnapshotRead(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatal("snapshot time never passed the write")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 func TestLimitsAndErrors(t *testing.T) {

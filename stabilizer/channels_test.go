@@ -1,39 +1,30 @@
-package stabilizer
+package stabilizer_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
-	"github.com/stabilizer/stabilizer/frontier"
+	"github.com/stabilizer/stabilizer/stabilizer"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 )
 
 func TestApplicationChannel(t *testing.T) {
-	net := NewMemNetwork()
-	defer net.Close()
-	schema := &frontier.Schema{Sites: []string{"a", "b"}}
 	got := make(chan string, 10)
-	var nodes []*Node
-	for _, s := range schema.Sites {
-		n, err := New(Config{Site: s, Schema: schema, Dir: t.TempDir(), Transport: net.Transport(s), Logger: testLogger(t, s)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := n.HandleChannel(0x90, func(from string, frame []byte) { got <- from + ":" + string(frame) }); err != nil {
-			t.Fatal(err)
-		}
-		if err := n.HandleChannel(0x10, nil); err == nil {
-			t.Fatal("a tag below MinChannelTag was accepted")
-		}
-		if err := n.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer n.Close()
-		nodes = append(nodes, n)
-	}
-	if err := nodes[0].HandleChannel(0x91, nil); err == nil {
+	c := stabilizertest.NewCluster(t, stabilizertest.Options{Sites: []string{"a", "b"},
+		Setup: func(_ string, n *stabilizer.Node) error {
+			if err := n.HandleChannel(0x90, func(from string, frame []byte) { got <- from + ":" + string(frame) }); err != nil {
+				return err
+			}
+			if err := n.HandleChannel(0x10, nil); err == nil {
+				return errors.New("a tag below MinChannelTag was accepted")
+			}
+			return nil
+		}})
+	if err := c.Node("a").HandleChannel(0x91, nil); err == nil {
 		t.Fatal("registering after Start was accepted")
 	}
-	if err := nodes[0].SendChannel("b", 0x90, []byte("raft")); err != nil {
+	if err := c.Node("a").SendChannel("b", 0x90, []byte("raft")); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -1,4 +1,4 @@
-package stabilizer
+package stabilizer_test
 
 import (
 	"context"
@@ -12,103 +12,105 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/stabilizer/stabilizer/frontier"
-	"github.com/stabilizer/stabilizer/stabilizer/core"
+	"github.com/stabilizer/stabilizer/stabilizer"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 	"github.com/stabilizer/stabilizer/stabilizer/transport"
 	"github.com/stabilizer/stabilizer/stabilizer/wire"
 )
 
-// grpcCluster runs sites in this process over loopback gRPC, each with its
-// own pebble directory.
-type grpcCluster struct {
-	tb     testing.TB
-	schema *frontier.Schema
-	addrs  map[string]transport.PeerAddr
-	dirs   map[string]string
-	nodes  map[string]*Node
-	log    func(site string) hclog.Logger
-	// wrap, when set, wraps each site's transport (to observe frames);
-	// core tunes each site's core.
-	wrap func(site string, t Transport) Transport
-	core core.Config
+// grpcOptions tune newGRPCCluster.
+type grpcOptions struct {
+	// quiet drops every log (benchmarks); otherwise logs go to t.Log.
+	quiet bool
+	// configure, when set, adjusts each node's configuration (Core).
+	configure func(cfg *stabilizer.Config)
+	// wrap, when set, wraps each site's transport (to observe frames).
+	wrap func(site string, t stabilizer.Transport) stabilizer.Transport
 }
 
-func newGRPCCluster(tb testing.TB, sites []string, log func(string) hclog.Logger, opts ...func(*grpcCluster)) *grpcCluster {
-	c := &grpcCluster{tb: tb, schema: &frontier.Schema{Sites: sites}, addrs: map[string]transport.PeerAddr{},
-		dirs: map[string]string{}, nodes: map[string]*Node{}, log: log}
-	for _, o := range opts {
-		o(c)
-	}
+// newGRPCCluster runs sites in this process over loopback gRPC on the
+// library's test cluster, each with its own pebble directory. Each start
+// of a site listens on new 127.0.0.1 ports; its peers find them under the
+// site's name.
+func newGRPCCluster(tb testing.TB, sites []string, o grpcOptions) *stabilizertest.Cluster {
+	d := &directory{addrs: map[string]string{}}
+	peers := map[string]transport.PeerAddr{}
 	for _, s := range sites {
-		c.addrs[s] = transport.PeerAddr{Data: freeAddr(tb), Control: freeAddr(tb)}
-		c.dirs[s] = tb.TempDir()
+		peers[s] = transport.PeerAddr{Data: s + "/data", Control: s + "/control"}
 	}
-	tb.Cleanup(func() {
-		for _, n := range c.nodes {
-			n.Close()
+	logger := func(site string) hclog.Logger {
+		if o.quiet {
+			return hclog.NewNullLogger()
 		}
-	})
-	for _, s := range sites {
-		c.start(s)
+		return stabilizertest.Logger(tb, site)
 	}
-	return c
+	return stabilizertest.NewCluster(tb, stabilizertest.Options{Sites: sites,
+		Transport: func(site string) stabilizer.Transport {
+			var ls []net.Listener
+			for _, a := range []string{peers[site].Data, peers[site].Control} {
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					tb.Fatal(err)
+				}
+				d.set(a, l.Addr().String())
+				ls = append(ls, l)
+			}
+			tr, err := transport.New(transport.Config{Cluster: "test", Site: site, Peers: peers, Listeners: ls,
+				Dialer: d.dial, Insecure: true, BackoffMin: 5 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+				Logger: logger(site).Named("transport")})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			t := stabilizer.GRPCTransport(tr)
+			if o.wrap != nil {
+				t = o.wrap(site, t)
+			}
+			return t
+		},
+		Configure: func(site string, cfg *stabilizer.Config) {
+			cfg.Logger = logger(site)
+			if o.configure != nil {
+				o.configure(cfg)
+			}
+		}})
 }
 
-func freeAddr(tb testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+// directory maps the sites' names for their addresses to the listeners of
+// their latest start.
+type directory struct {
+	mu    sync.Mutex
+	addrs map[string]string
 }
 
-func (c *grpcCluster) start(site string) {
-	var ls []net.Listener
-	for _, a := range []string{c.addrs[site].Data, c.addrs[site].Control} {
-		l, err := net.Listen("tcp", a)
-		if err != nil {
-			c.tb.Fatal(err)
-		}
-		ls = append(ls, l)
-	}
-	tr, err := transport.New(transport.Config{Cluster: "test", Site: site, Peers: c.addrs, Listeners: ls, Insecure: true,
-		BackoffMin: 5 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Logger: c.log(site).Named("transport")})
-	if err != nil {
-		c.tb.Fatal(err)
-	}
-	var t Transport = GRPCTransport(tr)
-	if c.wrap != nil {
-		t = c.wrap(site, t)
-	}
-	n, err := New(Config{Site: site, Schema: c.schema, Dir: c.dirs[site], Transport: t, Logger: c.log(site), Core: c.core})
-	if err != nil {
-		c.tb.Fatal(err)
-	}
-	if err := n.Start(); err != nil {
-		c.tb.Fatal(err)
-	}
-	c.nodes[site] = n
+func (d *directory) set(name, addr string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.addrs[name] = addr
 }
 
-func (c *grpcCluster) stop(site string) {
-	if err := c.nodes[site].Close(); err != nil {
-		c.tb.Fatal(err)
+func (d *directory) dial(ctx context.Context, name string) (net.Conn, error) {
+	d.mu.Lock()
+	addr, ok := d.addrs[name]
+	d.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("no address for %q", name)
 	}
-	delete(c.nodes, site)
+	var dl net.Dialer
+	return dl.DialContext(ctx, "tcp", addr)
 }
 
 func TestGRPCFiveSites(t *testing.T) {
 	sites := []string{"us-east-1", "us-west-2", "eu-west-1", "ap-northeast-1", "ap-southeast-2"}
-	c := newGRPCCluster(t, sites, func(s string) hclog.Logger { return testLogger(t, s) })
-	ctx := ctxT(t)
-	last := map[string]Appended{}
+	c := newGRPCCluster(t, sites, grpcOptions{})
+	ctx := stabilizertest.Context(t, 20*time.Second)
+	last := map[string]stabilizer.Appended{}
 	write := func(from, to int) {
 		for i := from; i < to; i++ {
 			for _, s := range sites {
-				if c.nodes[s] == nil {
+				if c.Node(s) == nil {
 					continue
 				}
-				a, err := c.nodes[s].Append(ctx, "log", []byte(fmt.Sprintf("%s-%d", s, i)))
+				a, err := c.Node(s).Append(ctx, "log", []byte(fmt.Sprintf("%s-%d", s, i)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -118,28 +120,28 @@ func TestGRPCFiveSites(t *testing.T) {
 	}
 	write(0, 100)
 	// Close a site mid-stream: majority still holds, all waits for it.
-	c.stop("eu-west-1")
+	c.Stop("eu-west-1")
 	write(100, 200)
 	a := last["us-east-1"]
-	if err := c.nodes["us-east-1"].WaitFor(ctx, a.Stream, "majority", a.Seq); err != nil {
+	if err := c.Node("us-east-1").WaitFor(ctx, a.Stream, "majority", a.Seq); err != nil {
 		t.Fatal(err)
 	}
 	// Change a predicate mid-stream, then reopen the site: everything
 	// reaches `all` everywhere.
-	if _, err := c.nodes["us-east-1"].SetPredicate(ctx, "eu", `persisted("eu-west-1")`); err != nil {
+	if _, err := c.Node("us-east-1").SetPredicate(ctx, "eu", `persisted("eu-west-1")`); err != nil {
 		t.Fatal(err)
 	}
-	c.start("eu-west-1")
+	c.Start("eu-west-1")
 	write(200, 250)
 	for _, s := range sites {
 		a := last[s]
 		for _, o := range sites {
-			if err := c.nodes[o].WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
+			if err := c.Node(o).WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
 				t.Fatalf("%s waiting on %s: %v", o, s, err)
 			}
 		}
 	}
-	f, err := c.nodes["us-east-1"].Frontier(ctx, last["us-east-1"].Stream, "eu")
+	f, err := c.Node("us-east-1").Frontier(ctx, last["us-east-1"].Stream, "eu")
 	if err != nil || f.Seq != last["us-east-1"].Seq || f.Version != 1 {
 		t.Fatalf("frontier of the new predicate: %+v %v", f, err)
 	}
@@ -161,9 +163,9 @@ func BenchmarkReplicate3Sites(b *testing.B) {
 }
 
 func benchReplicate(b *testing.B, size int, batch bool) {
-	c := newGRPCCluster(b, []string{"a", "b", "c"}, func(string) hclog.Logger { return hclog.NewNullLogger() })
+	c := newGRPCCluster(b, []string{"a", "b", "c"}, grpcOptions{quiet: true})
 	ctx := context.Background()
-	n := c.nodes["a"]
+	n := c.Node("a")
 	payload := make([]byte, size)
 	writers, per := 64, 1
 	if batch {
@@ -175,21 +177,21 @@ func benchReplicate(b *testing.B, size int, batch bool) {
 		payloads[i] = payload
 	}
 	var wg sync.WaitGroup
-	last := make([]Appended, writers)
+	last := make([]stabilizer.Appended, writers)
 	b.ResetTimer()
 	for w := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range rounds {
-				var as []Appended
+				var as []stabilizer.Appended
 				var err error
 				if batch {
 					as, err = n.AppendBatch(ctx, "bench", payloads)
 				} else {
-					var a Appended
+					var a stabilizer.Appended
 					a, err = n.Append(ctx, "bench", payload)
-					as = []Appended{a}
+					as = []stabilizer.Appended{a}
 				}
 				if err != nil {
 					b.Error(err)
@@ -200,14 +202,14 @@ func benchReplicate(b *testing.B, size int, batch bool) {
 		}()
 	}
 	wg.Wait()
-	var top Appended
+	var top stabilizer.Appended
 	for _, a := range last {
 		if a.Seq > top.Seq {
 			top = a
 		}
 	}
 	if top.Seq > 0 {
-		if err := n.WaitFor(ctx, StreamID{Origin: "a", Name: "bench"}, "all", top.Seq); err != nil {
+		if err := n.WaitFor(ctx, stabilizer.StreamID{Origin: "a", Name: "bench"}, "all", top.Seq); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -222,17 +224,17 @@ func benchReplicate(b *testing.B, size int, batch bool) {
 // control frame arrived that acks a stream `persisted` up to a seq: the
 // arrival of the acks a waiter on `all` needs.
 type ackClock struct {
-	Transport
+	stabilizer.Transport
 	mu     sync.Mutex
-	stream StreamID
+	stream stabilizer.StreamID
 	seq    uint64
 	at     map[string]time.Time
 }
 
-func (a *ackClock) Start(h Handler) error { return a.Transport.Start(ackHandler{h, a}) }
+func (a *ackClock) Start(h stabilizer.Handler) error { return a.Transport.Start(ackHandler{h, a}) }
 
 // expect starts watching for acks of stream up to seq.
-func (a *ackClock) expect(stream StreamID, seq uint64) {
+func (a *ackClock) expect(stream stabilizer.StreamID, seq uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.stream, a.seq, a.at = stream, seq, map[string]time.Time{}
@@ -252,12 +254,12 @@ func (a *ackClock) last(peers int) (time.Time, bool) {
 }
 
 type ackHandler struct {
-	Handler
+	stabilizer.Handler
 	a *ackClock
 }
 
-func (h ackHandler) Frame(from string, plane Plane, frame []byte) {
-	if plane == PlaneControl {
+func (h ackHandler) Frame(from string, plane stabilizer.Plane, frame []byte) {
+	if plane == stabilizer.PlaneControl {
 		now := time.Now()
 		if m, err := wire.Decode(frame); err == nil {
 			h.a.mu.Lock()
@@ -280,20 +282,18 @@ func BenchmarkWaitOverhead(b *testing.B) {
 	for _, lazy := range []bool{false, true} {
 		b.Run(fmt.Sprintf("lazy=%v", lazy), func(b *testing.B) {
 			clock := &ackClock{}
-			c := newGRPCCluster(b, []string{"a", "b", "c"}, func(string) hclog.Logger { return hclog.NewNullLogger() },
-				func(c *grpcCluster) {
-					c.core.LazyFrontiers = lazy
-					c.wrap = func(site string, t Transport) Transport {
-						if site != "a" {
-							return t
-						}
-						clock.Transport = t
-						return clock
+			c := newGRPCCluster(b, []string{"a", "b", "c"}, grpcOptions{quiet: true,
+				configure: func(cfg *stabilizer.Config) { cfg.Core.LazyFrontiers = lazy },
+				wrap: func(site string, t stabilizer.Transport) stabilizer.Transport {
+					if site != "a" {
+						return t
 					}
-				})
+					clock.Transport = t
+					return clock
+				}})
 			ctx := context.Background()
-			n := c.nodes["a"]
-			id := StreamID{Origin: "a", Name: "bench"}
+			n := c.Node("a")
+			id := stabilizer.StreamID{Origin: "a", Name: "bench"}
 			// Let the connections come up.
 			a, err := n.Append(ctx, "bench", []byte("warm-up"))
 			if err != nil {

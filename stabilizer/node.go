@@ -29,6 +29,8 @@ var (
 	ErrUnknownPredicate = core.ErrUnknownPredicate
 	// ErrUnknownStream: no such stream at this site.
 	ErrUnknownStream = core.ErrUnknownStream
+	// ErrBadStreamName: a stream name is empty or too long.
+	ErrBadStreamName = core.ErrBadStreamName
 )
 
 // The node's defaults for zero fields of Config.Core.

@@ -1,4 +1,4 @@
-package stabilizer
+package stabilizer_test
 
 import (
 	"context"
@@ -9,26 +9,30 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
 	"github.com/stabilizer/stabilizer/frontier"
-	"github.com/stabilizer/stabilizer/stabilizer/core"
+	"github.com/stabilizer/stabilizer/stabilizer"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 // recorder is an Applier that checks per-stream order and keeps what it got.
 type recorder struct {
 	mu   sync.Mutex
-	got  map[StreamID][]string
-	last map[StreamID]uint64
+	got  map[stabilizer.StreamID][]string
+	last map[stabilizer.StreamID]uint64
 	err  error
 }
 
 func newRecorder() *recorder {
-	return &recorder{got: map[StreamID][]string{}, last: map[StreamID]uint64{}}
+	return &recorder{got: map[stabilizer.StreamID][]string{}, last: map[stabilizer.StreamID]uint64{}}
 }
 
-func (r *recorder) Apply(_ context.Context, es []Entry) error {
+func (r *recorder) Apply(_ context.Context, es []stabilizer.Entry) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range es {
@@ -43,125 +47,84 @@ func (r *recorder) Apply(_ context.Context, es []Entry) error {
 	return nil
 }
 
-func (r *recorder) count(id StreamID) int {
+func (r *recorder) count(id stabilizer.StreamID) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.got[id])
 }
 
-// testLogger sends a node's logs to t.Log, so they show only on failure.
-func testLogger(t *testing.T, name string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Debug, Output: tWriter{t}})
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
+// cluster is the library's test cluster with a recorder applying stream
+// "log" at every site, the group first (the first site) and the predicate
+// two.
 type cluster struct {
-	t      *testing.T
-	core   core.Config
-	net    *MemNetwork
-	schema *frontier.Schema
-	dirs   map[string]string
-	nodes  map[string]*Node
-	apps   map[string]*recorder
-	// syncDelay, if set, is every node's Config.SyncDelay.
-	syncDelay time.Duration
+	*stabilizertest.Cluster
+	mu   sync.Mutex
+	apps map[string]*recorder // of each site's latest start
 }
 
-func newCluster(t *testing.T, sites ...string) *cluster {
-	return newClusterWith(t, core.Config{}, sites...)
-}
-
-func newClusterWith(t *testing.T, cc core.Config, sites ...string) *cluster {
-	return newClusterDelay(t, cc, 0, sites...)
-}
-
-func newClusterDelay(t *testing.T, cc core.Config, syncDelay time.Duration, sites ...string) *cluster {
-	c := &cluster{t: t, core: cc, net: NewMemNetwork(), dirs: map[string]string{}, nodes: map[string]*Node{}, apps: map[string]*recorder{},
-		schema: &frontier.Schema{Sites: sites, Groups: map[string][]string{"first": sites[:1]}}, syncDelay: syncDelay}
-	t.Cleanup(func() {
-		for _, n := range c.nodes {
-			n.Close()
-		}
-		c.net.Close()
-	})
-	for _, s := range sites {
-		c.dirs[s] = t.TempDir()
-		c.start(s)
+// newCluster starts sites; configure, when not nil, adjusts every node's
+// configuration at each start (Core, SyncDelay).
+func newCluster(t testing.TB, configure func(*stabilizer.Config), sites ...string) *cluster {
+	c := &cluster{apps: map[string]*recorder{}}
+	o := stabilizertest.Options{Sites: sites, Groups: map[string][]string{"first": sites[:1]},
+		Predicates: map[string]string{"two": "kth_max(2, persisted(sites))"}, Setup: c.setup}
+	if configure != nil {
+		o.Configure = func(_ string, cfg *stabilizer.Config) { configure(cfg) }
 	}
+	c.Cluster = stabilizertest.NewCluster(t, o)
 	return c
 }
 
-func (c *cluster) start(site string) {
-	n, err := New(Config{Site: site, Schema: c.schema, Dir: c.dirs[site], Transport: c.net.Transport(site),
-		Predicates: map[string]string{"two": "kth_max(2, persisted(sites))"}, Logger: testLogger(c.t, site), Core: c.core,
-		SyncDelay: c.syncDelay})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.apps[site] = newRecorder()
-	if err := n.Handle("log", c.apps[site]); err != nil {
-		c.t.Fatal(err)
-	}
-	if err := n.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	c.nodes[site] = n
+// setup gives each node the cluster starts a new recorder.
+func (c *cluster) setup(site string, n *stabilizer.Node) error {
+	r := newRecorder()
+	c.mu.Lock()
+	c.apps[site] = r
+	c.mu.Unlock()
+	return n.Handle("log", r)
 }
 
-func (c *cluster) stop(site string) {
-	if err := c.nodes[site].Close(); err != nil {
-		c.t.Fatal(err)
-	}
-	delete(c.nodes, site)
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+// app returns the recorder of a site's latest start.
+func (c *cluster) app(site string) *recorder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.apps[site]
 }
 
 func TestThreeSitesAllPredicates(t *testing.T) {
-	c := newCluster(t, "us-east-1", "eu-west-1", "ap-south-1")
-	ctx := ctxT(t)
-	var last map[string]Appended = map[string]Appended{}
+	c := newCluster(t, nil, "us-east-1", "eu-west-1", "ap-south-1")
+	ctx := stabilizertest.Context(t, 20*time.Second)
+	var last map[string]stabilizer.Appended = map[string]stabilizer.Appended{}
 	for i := range 50 {
-		for _, s := range c.schema.Sites {
-			a, err := c.nodes[s].Append(ctx, "log", []byte(fmt.Sprintf("%s-%d", s, i)))
+		for _, s := range c.Sites() {
+			a, err := c.Node(s).Append(ctx, "log", []byte(fmt.Sprintf("%s-%d", s, i)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			last[s] = a
 		}
 	}
-	for _, s := range c.schema.Sites {
+	for _, s := range c.Sites() {
 		a := last[s]
 		for _, p := range []string{"none", "local", "one_remote", "majority", "all", "two", "min(applied(sites))"} {
-			if err := c.nodes[s].WaitFor(ctx, a.Stream, p, a.Seq); err != nil {
+			if err := c.Node(s).WaitFor(ctx, a.Stream, p, a.Seq); err != nil {
 				t.Fatalf("%s waiting for %s: %v", s, p, err)
 			}
 		}
 		// Every other site sees the same frontier eventually.
-		for _, o := range c.schema.Sites {
-			if err := c.nodes[o].WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
+		for _, o := range c.Sites() {
+			if err := c.Node(o).WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
 				t.Fatalf("%s waiting on %s's stream: %v", o, s, err)
 			}
 		}
 	}
-	for _, s := range c.schema.Sites {
-		r := c.apps[s]
+	for _, s := range c.Sites() {
+		r := c.app(s)
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
-		for _, o := range c.schema.Sites {
-			id := StreamID{Origin: o, Name: "log"}
+		for _, o := range c.Sites() {
+			id := stabilizer.StreamID{Origin: o, Name: "log"}
 			if n := r.count(id); n != 50 {
 				t.Fatalf("%s applied %d of %s's 50 messages", s, n, o)
 			}
@@ -181,32 +144,32 @@ func TestRestartContinuesNumbering(t *testing.T) {
 // frontiers the frontier records written without an fsync must survive the
 // clean close as well.
 func testRestartContinuesNumbering(t *testing.T, lazy bool) {
-	c := newClusterWith(t, core.Config{LazyFrontiers: lazy}, "a", "b", "c")
-	ctx := ctxT(t)
-	var a Appended
+	c := newCluster(t, func(cfg *stabilizer.Config) { cfg.Core.LazyFrontiers = lazy }, "a", "b", "c")
+	ctx := stabilizertest.Context(t, 20*time.Second)
+	var a stabilizer.Appended
 	var err error
 	for i := range 20 {
-		if a, err = c.nodes["a"].Append(ctx, "log", []byte(fmt.Sprint(i))); err != nil {
+		if a, err = c.Node("a").Append(ctx, "log", []byte(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.nodes["a"].WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
+	if err := c.Node("a").WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.nodes["b"].WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
+	if err := c.Node("b").WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := c.nodes["b"].Frontier(ctx, a.Stream, "all")
-	c.stop("a")
-	c.stop("b")
-	c.start("b")
+	before, _ := c.Node("b").Frontier(ctx, a.Stream, "all")
+	c.Stop("a")
+	c.Stop("b")
+	c.Start("b")
 	// Right after the restart, before any peer's acks came back, the
 	// frontier is what was published before.
-	if f, _ := c.nodes["b"].Frontier(ctx, a.Stream, "all"); f.Seq < before.Seq {
+	if f, _ := c.Node("b").Frontier(ctx, a.Stream, "all"); f.Seq < before.Seq {
 		t.Fatalf("frontier at b went back across restart: %d -> %d", before.Seq, f.Seq)
 	}
-	c.start("a")
-	a2, err := c.nodes["a"].Append(ctx, "log", []byte("after"))
+	c.Start("a")
+	a2, err := c.Node("a").Append(ctx, "log", []byte("after"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,19 +179,19 @@ func testRestartContinuesNumbering(t *testing.T, lazy bool) {
 	if !a.HLC.Less(a2.HLC) {
 		t.Fatalf("HLC went back across restart: %v then %v", a.HLC, a2.HLC)
 	}
-	after, _ := c.nodes["b"].Frontier(ctx, a.Stream, "all")
+	after, _ := c.Node("b").Frontier(ctx, a.Stream, "all")
 	if after.Seq < before.Seq {
 		t.Fatalf("frontier at b went back across restart: %d -> %d", before.Seq, after.Seq)
 	}
-	if err := c.nodes["b"].WaitFor(ctx, a2.Stream, "applied(self)", a2.Seq); err != nil {
+	if err := c.Node("b").WaitFor(ctx, a2.Stream, "applied(self)", a2.Seq); err != nil {
 		t.Fatal(err)
 	}
 	// The new b resumes delivery after its applied position: only the new
 	// message reaches its new application, in order.
-	if err := c.apps["b"].err; err != nil {
+	if err := c.app("b").err; err != nil {
 		t.Fatal(err)
 	}
-	r := c.apps["b"]
+	r := c.app("b")
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	got := r.got[a2.Stream]
@@ -238,51 +201,51 @@ func testRestartContinuesNumbering(t *testing.T, lazy bool) {
 }
 
 func TestPartitionStallsAllButNotMajority(t *testing.T) {
-	c := newCluster(t, "a", "b", "c")
-	ctx := ctxT(t)
-	c.net.Cut("a", "c")
-	a, err := c.nodes["a"].Append(ctx, "log", []byte("x"))
+	c := newCluster(t, nil, "a", "b", "c")
+	ctx := stabilizertest.Context(t, 20*time.Second)
+	c.Net.Cut("a", "c")
+	a, err := c.Node("a").Append(ctx, "log", []byte("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.nodes["a"].WaitFor(ctx, a.Stream, "majority", a.Seq); err != nil {
+	if err := c.Node("a").WaitFor(ctx, a.Stream, "majority", a.Seq); err != nil {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	err = c.nodes["a"].WaitFor(short, a.Stream, "all", a.Seq)
-	var we *WaitError
+	err = c.Node("a").WaitFor(short, a.Stream, "all", a.Seq)
+	var we *stabilizer.WaitError
 	if !errors.As(err, &we) || we.Frontier != 0 || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("all under partition: %v", err)
 	}
 	t.Log(err)
 	// Change a predicate while the partition holds: writes flow again.
-	if _, err := c.nodes["a"].SetPredicate(ctx, "two", "kth_max(2, persisted(sites))"); err != nil {
+	if _, err := c.Node("a").SetPredicate(ctx, "two", "kth_max(2, persisted(sites))"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.nodes["a"].WaitFor(ctx, a.Stream, "two", a.Seq); err != nil {
+	if err := c.Node("a").WaitFor(ctx, a.Stream, "two", a.Seq); err != nil {
 		t.Fatal(err)
 	}
-	if src, ok := c.nodes["a"].PredicateSource("two"); !ok || src != "kth_max(2, persisted(sites))" {
+	if src, ok := c.Node("a").PredicateSource("two"); !ok || src != "kth_max(2, persisted(sites))" {
 		t.Errorf("source of two: %q %v", src, ok)
 	}
-	if src, ok := c.nodes["a"].PredicateSource("majority"); !ok || src != frontier.Builtins["majority"] {
+	if src, ok := c.Node("a").PredicateSource("majority"); !ok || src != frontier.Builtins["majority"] {
 		t.Errorf("source of majority: %q %v", src, ok)
 	}
-	if _, ok := c.nodes["a"].PredicateSource("=persisted(origin)"); ok {
+	if _, ok := c.Node("a").PredicateSource("=persisted(origin)"); ok {
 		t.Error("an inline predicate's internal name counts as named")
 	}
-	c.net.Restore("a", "c")
-	if err := c.nodes["a"].WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
+	c.Net.Restore("a", "c")
+	if err := c.Node("a").WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestErrors(t *testing.T) {
-	c := newCluster(t, "a", "b")
-	ctx := ctxT(t)
-	n := c.nodes["a"]
-	if _, err := n.Predicate(ctx, "majorty"); !errors.Is(err, ErrUnknownPredicate) {
+	c := newCluster(t, nil, "a", "b")
+	ctx := stabilizertest.Context(t, 20*time.Second)
+	n := c.Node("a")
+	if _, err := n.Predicate(ctx, "majorty"); !errors.Is(err, stabilizer.ErrUnknownPredicate) {
 		t.Fatalf("unknown predicate: %v", err)
 	}
 	if _, err := n.Predicate(ctx, "persisted(origin) + 1"); err == nil {
@@ -291,23 +254,19 @@ func TestErrors(t *testing.T) {
 	if _, err := n.Append(ctx, "", nil); err == nil {
 		t.Fatal("empty stream name accepted")
 	}
-	c.stop("a")
-	if _, err := n.Append(ctx, "log", nil); !errors.Is(err, ErrStopped) {
+	c.Stop("a")
+	if _, err := n.Append(ctx, "log", nil); !errors.Is(err, stabilizer.ErrStopped) {
 		t.Fatalf("append after close: %v", err)
 	}
-	if _, err := New(Config{Site: "zz", Schema: c.schema, Dir: t.TempDir()}); err == nil {
+	if _, err := stabilizer.New(stabilizer.Config{Site: "zz", Schema: c.Schema, Dir: t.TempDir()}); err == nil {
 		t.Fatal("unknown site accepted")
 	}
 }
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
 func TestAppendBatch(t *testing.T) {
-	c := newCluster(t, "a", "b")
-	ctx := ctxT(t)
-	n := c.nodes["a"]
+	c := newCluster(t, nil, "a", "b")
+	ctx := stabilizertest.Context(t, 20*time.Second)
+	n := c.Node("a")
 	first, err := n.Append(ctx, "log", []byte("0"))
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +288,7 @@ func TestAppendBatch(t *testing.T) {
 	if as, err := n.AppendBatch(ctx, "log", nil); err != nil || len(as) != 0 {
 		t.Fatalf("empty batch: %v %v", as, err)
 	}
-	if _, err := n.AppendBatch(ctx, "", [][]byte{[]byte("x")}); !errors.Is(err, core.ErrBadStreamName) {
+	if _, err := n.AppendBatch(ctx, "", [][]byte{[]byte("x")}); !errors.Is(err, stabilizer.ErrBadStreamName) {
 		t.Fatalf("bad stream name: %v", err)
 	}
 	// Nothing of the refused batch was appended: the next seq follows.
@@ -337,18 +296,18 @@ func TestAppendBatch(t *testing.T) {
 	if err != nil || next.Seq != prev.Seq+1 {
 		t.Fatalf("after a refused batch: %+v %v, want seq %d", next, err, prev.Seq+1)
 	}
-	if err := c.nodes["b"].WaitFor(ctx, next.Stream, "applied(self)", next.Seq); err != nil {
+	if err := c.Node("b").WaitFor(ctx, next.Stream, "applied(self)", next.Seq); err != nil {
 		t.Fatal(err)
 	}
-	r := c.apps["b"]
+	r := c.app("b")
 	r.mu.Lock()
 	got := strings.Join(r.got[next.Stream], ",")
 	r.mu.Unlock()
 	if got != "0,1,2,3,4" {
 		t.Fatalf("b applied %s, want 0,1,2,3,4", got)
 	}
-	c.stop("a")
-	if _, err := n.AppendBatch(ctx, "log", [][]byte{nil}); !errors.Is(err, ErrStopped) {
+	c.Stop("a")
+	if _, err := n.AppendBatch(ctx, "log", [][]byte{nil}); !errors.Is(err, stabilizer.ErrStopped) {
 		t.Fatalf("after close: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package stabilizer
+package stabilizer_test
 
 import (
 	"context"
@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/stabilizer/stabilizer/frontier"
-	"github.com/stabilizer/stabilizer/stabilizer/core"
+	"github.com/stabilizer/stabilizer/stabilizer"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 )
 
 // TestAwaitedWritesNotHeldBack: with a SyncDelay far beyond the test's
@@ -17,16 +18,16 @@ import (
 // nothing a write waits for is left for a later fsync: not the entries, not
 // the acks that carry them, not the frontier advance.
 func TestAwaitedWritesNotHeldBack(t *testing.T) {
-	c := newClusterDelay(t, core.Config{}, time.Hour, "a", "b", "c")
-	ctx := ctxT(t)
+	c := newCluster(t, func(cfg *stabilizer.Config) { cfg.SyncDelay = time.Hour }, "a", "b", "c")
+	ctx := stabilizertest.Context(t, 20*time.Second)
 	for i := range 20 {
-		for _, s := range c.schema.Sites {
-			a, err := c.nodes[s].Append(ctx, "log", []byte(fmt.Sprintf("%s-%d", s, i)))
+		for _, s := range c.Sites() {
+			a, err := c.Node(s).Append(ctx, "log", []byte(fmt.Sprintf("%s-%d", s, i)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, p := range []string{"local", "majority", "all", "min(applied(sites))"} {
-				if err := c.nodes[s].WaitFor(ctx, a.Stream, p, a.Seq); err != nil {
+				if err := c.Node(s).WaitFor(ctx, a.Stream, p, a.Seq); err != nil {
 					t.Fatalf("%s write %d, waiting for %s: %v", s, i, p, err)
 				}
 			}
@@ -39,27 +40,34 @@ func TestAwaitedWritesNotHeldBack(t *testing.T) {
 // afterwards gets it released at once.
 func TestWaitReleasesHeldFrontier(t *testing.T) {
 	// No heartbeats or periodic full acks: nothing else makes b sync.
-	quiet := core.Config{HeartbeatInterval: 1 << 30, FullAckInterval: 1 << 30}
-	c := newClusterDelay(t, quiet, time.Hour, "a", "b", "c")
-	ctx := ctxT(t)
+	c := newCluster(t, func(cfg *stabilizer.Config) {
+		cfg.Core.HeartbeatInterval, cfg.Core.FullAckInterval = 1<<30, 1<<30
+		cfg.SyncDelay = time.Hour
+	}, "a", "b", "c")
+	ctx := stabilizertest.Context(t, 20*time.Second)
+	deadline, _ := ctx.Deadline()
 	held := 0
 	for i := range 10 {
-		a, err := c.nodes["a"].Append(ctx, "log", []byte(fmt.Sprint(i)))
+		a, err := c.Node("a").Append(ctx, "log", []byte(fmt.Sprint(i)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.nodes["a"].WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
+		if err := c.Node("a").WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
 			t.Fatal(err)
 		}
 		// b learns that every site persisted the write from c's ack, in
-		// a Ready nobody waits for: wait until it is applied to b's store.
-		b := c.nodes["b"]
-		for appliedFrontier(t, b, a.Stream, "all") < a.Seq {
+		// a Ready nobody waits for: wait until it is applied to b's store,
+		// within the test's deadline.
+		b := c.Node("b")
+		stabilizertest.Eventually(t, time.Until(deadline), func() error {
+			if appliedFrontier(t, b, a.Stream, "all") >= a.Seq {
+				return nil
+			}
 			if ctx.Err() != nil {
 				t.Fatalf("b never applied all(%s) >= %d", a.Stream, a.Seq)
 			}
-			time.Sleep(time.Millisecond) // polling interval, not synchronisation
-		}
+			return fmt.Errorf("b has not applied all(%s) >= %d yet", a.Stream, a.Seq)
+		})
 		if f, _ := b.Frontier(ctx, a.Stream, "all"); f.Seq < a.Seq {
 			held++
 		}
@@ -78,8 +86,8 @@ func TestWaitReleasesHeldFrontier(t *testing.T) {
 
 // appliedFrontier reads the frontier record a node applied to its store,
 // published or not.
-func appliedFrontier(t *testing.T, n *Node, id StreamID, pred string) uint64 {
-	v, err := n.store.AppGet(nodeNS, frontierKey(id, pred))
+func appliedFrontier(t *testing.T, n *stabilizer.Node, id stabilizer.StreamID, pred string) uint64 {
+	v, err := stabilizer.FrontierRecord(n, id, pred)
 	if err != nil {
 		return 0
 	}
@@ -94,16 +102,16 @@ func appliedFrontier(t *testing.T, n *Node, id StreamID, pred string) uint64 {
 // are published within SyncDelay, fsynced by a later write or on their
 // own: a watcher sees every predicate reach the last write.
 func TestUnawaitedFrontiersStillAdvance(t *testing.T) {
-	c := newCluster(t, "a", "b", "c")
-	ctx := ctxT(t)
-	w := c.nodes["b"].WatchFrontiers(1024, func(a FrontierAdvance) bool {
+	c := newCluster(t, nil, "a", "b", "c")
+	ctx := stabilizertest.Context(t, 20*time.Second)
+	w := c.Node("b").WatchFrontiers(1024, func(a stabilizer.FrontierAdvance) bool {
 		return a.Stream.Origin == "a" && a.Predicate == "all"
 	})
 	defer w.Stop()
-	var last Appended
+	var last stabilizer.Appended
 	for i := range 10 {
 		var err error
-		if last, err = c.nodes["a"].Append(ctx, "log", []byte(fmt.Sprint(i))); err != nil {
+		if last, err = c.Node("a").Append(ctx, "log", []byte(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,7 +128,7 @@ func TestUnawaitedFrontiersStillAdvance(t *testing.T) {
 }
 
 func TestSyncDelayValidated(t *testing.T) {
-	err := (&Config{Site: "a", Schema: &frontier.Schema{Sites: []string{"a"}}, Dir: t.TempDir(), SyncDelay: -time.Millisecond}).Validate()
+	err := (&stabilizer.Config{Site: "a", Schema: &frontier.Schema{Sites: []string{"a"}}, Dir: t.TempDir(), SyncDelay: -time.Millisecond}).Validate()
 	if err == nil || !strings.Contains(err.Error(), "SyncDelay: -1ms is negative") {
 		t.Fatalf("negative SyncDelay: %v", err)
 	}

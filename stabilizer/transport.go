@@ -2,8 +2,8 @@ package stabilizer
 
 // Transport carries encoded frames between this site and its peers, on two
 // planes whose connections are separate so acks never queue behind data.
-// The gRPC transport (package transport) is the real one; MemNetwork is an
-// in-process one for tests.
+// The gRPC transport (package transport) is the real one; package
+// stabilizertest has an in-process one for tests.
 type Transport interface {
 	// Start begins connecting to peers and delivering what arrives to h.
 	Start(h Handler) error

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest/testhelp"
 )
 
 // bin holds the binaries built once for all tests.
@@ -98,20 +100,25 @@ func (c *cluster) start(site string) {
 	}
 	logf.Close()
 	c.procs[site] = cmd
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testhelp.Eventually(c.t, 20*time.Second, func() error {
 		resp, err := http.Get("http://" + s.HTTP + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s did not become healthy: %v\n%s", site, err, c.log(site))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("%s did not become healthy: %v\n%s", site, err, c.log(site))
+	})
+}
+
+// until polls cond with testhelp.Eventually until deadline, a bound the
+// poll shares with the rest of its test (a context's deadline, say).
+func until(t testing.TB, deadline time.Time, cond func() error) {
+	t.Helper()
+	// Eventually takes 0 or less for its default: a deadline already past
+	// still gets one call and fails at once.
+	testhelp.Eventually(t, max(time.Until(deadline), time.Nanosecond), cond)
 }
 
 func (c *cluster) log(site string) string {

@@ -102,19 +102,17 @@ func TestKill9DuringMajorityWrites(t *testing.T) {
 			}
 		}()
 	}
+	deadline, _ := ctx.Deadline()
 	waitAcked := func(n int) {
-		for {
+		until(t, deadline, func() error {
 			mu.Lock()
 			k := len(ok)
 			mu.Unlock()
 			if k >= n {
-				return
+				return nil
 			}
-			if ctx.Err() != nil {
-				t.Fatalf("only %d writes acknowledged", k)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return fmt.Errorf("only %d writes acknowledged", k)
+		})
 	}
 	waitAcked(100)
 	c.kill9("ap-south-1")
@@ -138,13 +136,12 @@ func TestKill9DuringMajorityWrites(t *testing.T) {
 		defer cl.Close()
 		for _, a := range ok {
 			var got *kvpb.GetResponse
-			for {
-				got, err = cl.KV.Get(ctx, &kvpb.GetRequest{Key: a.key, Quorum: "majority"})
-				if err == nil || ctx.Err() != nil {
-					break
+			until(t, deadline, func() error {
+				if got, err = cl.KV.Get(ctx, &kvpb.GetRequest{Key: a.key, Quorum: "majority"}); err != nil {
+					return fmt.Errorf("%s: acknowledged write %s=%q lost: %w", site, a.key, a.value, err)
 				}
-				time.Sleep(10 * time.Millisecond)
-			}
+				return nil
+			})
 			if err != nil || string(got.Version.Value) != a.value {
 				t.Fatalf("%s: acknowledged write %s=%q lost: %v %v", site, a.key, a.value, got, err)
 			}
@@ -156,18 +153,15 @@ func TestKill9DuringMajorityWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	deadline := time.Now().Add(30 * time.Second)
+	caughtUp := time.Now().Add(30 * time.Second)
 	for _, a := range ok {
-		for {
+		until(t, caughtUp, func() error {
 			got, err := cl.KV.Get(ctx, &kvpb.GetRequest{Key: a.key})
 			if err == nil && string(got.Version.Value) == a.value {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("restarted ap-south-1 never applied %s: %v", a.key, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return fmt.Errorf("restarted ap-south-1 never applied %s: %v", a.key, err)
+		})
 	}
 }
 

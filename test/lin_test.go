@@ -57,21 +57,23 @@ func TestLinearizableSurvivesLeaderKill9(t *testing.T) {
 	c := startCluster(t, three...)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
 	leader := func(site string) string {
 		cl, err := kvclient.Dial(c.info(site).Client)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer cl.Close()
-		for ctx.Err() == nil {
+		var l string
+		until(t, deadline, func() error {
 			st, err := cl.Admin.Status(ctx, &kvpb.StatusRequest{})
 			if err == nil && st.Lin != nil && st.Lin.Leader != "" {
-				return st.Lin.Leader
+				l = st.Lin.Leader
+				return nil
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatal("no leader")
-		return ""
+			return fmt.Errorf("no leader: %v", err)
+		})
+		return l
 	}
 	first := leader("eu-west-1")
 	var writer string
@@ -114,13 +116,13 @@ func TestLinearizableSurvivesLeaderKill9(t *testing.T) {
 		}
 		for key, val := range acked {
 			var res *kvpb.GetResponse
-			for {
-				res, err = r.KV.Get(ctx, &kvpb.GetRequest{Key: key, TimeoutMs: 5000})
-				if err == nil || ctx.Err() != nil {
-					break
+			// Errors while a new leader is being elected: retry.
+			until(t, deadline, func() error {
+				if res, err = r.KV.Get(ctx, &kvpb.GetRequest{Key: key, TimeoutMs: 5000}); err != nil {
+					return fmt.Errorf("%s: acknowledged %s=%s: %w", site, key, val, err)
 				}
-				time.Sleep(20 * time.Millisecond) // a new leader is being elected
-			}
+				return nil
+			})
 			if err != nil || string(res.Version.Value) != val {
 				t.Fatalf("%s: acknowledged %s=%s: got %v %v", site, key, val, res, err)
 			}

@@ -3,10 +3,10 @@ package wan
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest/testhelp"
 )
 
 // Changing a link applies to the traffic flowing through it.
@@ -100,12 +102,12 @@ func TestLossKeepsStreamIntact(t *testing.T) {
 	sent := testutil.ToFloat64(n.metrics.sent.WithLabelValues("a", "b"))
 	// The last write's count lands just after the bytes did: poll.
 	var delivered float64
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		if delivered = testutil.ToFloat64(n.metrics.delivered.WithLabelValues("b", "a")); delivered == 1<<20 {
-			break
+	testhelp.Eventually(t, 5*time.Second, func() error {
+		if delivered = testutil.ToFloat64(n.metrics.delivered.WithLabelValues("b", "a")); delivered != 1<<20 {
+			return fmt.Errorf("delivered b->a %v, want %d", delivered, 1<<20)
 		}
-		runtime.Gosched()
-	}
+		return nil
+	})
 	if sent != 1<<20 || delivered != 1<<20 {
 		t.Errorf("sent a->b %v, delivered b->a %v, want %d each", sent, delivered, 1<<20)
 	}
@@ -295,12 +297,12 @@ func TestRestorePacesHeldBytes(t *testing.T) {
 	}
 	// Wait (with a deadline) until the link holds all of it.
 	held := n.metrics.held.WithLabelValues("a", "b")
-	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(held) < size; {
-		if time.Now().After(deadline) {
-			t.Fatalf("link holds %v bytes, want %d", testutil.ToFloat64(held), size)
+	testhelp.Eventually(t, 10*time.Second, func() error {
+		if h := testutil.ToFloat64(held); h < size {
+			return fmt.Errorf("link holds %v bytes, want %d", h, size)
 		}
-		runtime.Gosched()
-	}
+		return nil
+	})
 	ab.Restore()
 	restored := ab.state().restoredAt
 	var done time.Time
@@ -315,12 +317,12 @@ func TestRestorePacesHeldBytes(t *testing.T) {
 	if took < want-10*time.Millisecond {
 		t.Errorf("held bytes arrived %v after restore, faster than the link's rate allows (%v)", took, want)
 	}
-	for deadline := time.Now().Add(5 * time.Second); testutil.ToFloat64(held) != 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("wan_held_bytes = %v after delivery, want 0", testutil.ToFloat64(held))
+	testhelp.Eventually(t, 5*time.Second, func() error {
+		if h := testutil.ToFloat64(held); h != 0 {
+			return fmt.Errorf("wan_held_bytes = %v after delivery, want 0", h)
 		}
-		runtime.Gosched()
-	}
+		return nil
+	})
 }
 
 // A connection that goes on writing small messages through a long cut and

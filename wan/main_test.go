@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
+
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest/testhelp"
 )
 
 func TestMain(m *testing.M) {
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 func newTestNetwork(t *testing.T, cfg Config) *Network {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug})
+		cfg.Logger = testhelp.Logger(t, "wan")
 	}
 	n, err := NewNetwork(cfg)
 	if err != nil {
@@ -36,13 +37,6 @@ func newTestNetwork(t *testing.T, cfg Config) *Network {
 		}
 	})
 	return n
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // pair returns the a->b link with both directions set to cfg.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 )
 
 // TestCompactionAndSnapshot writes past several snapshots while a follower
@@ -22,7 +24,7 @@ func TestCompactionAndSnapshot(t *testing.T) {
 			break
 		}
 	}
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := stabilizertest.Context(t, 20*time.Second)
 	// A lease held across the snapshot must survive it.
 	l, err := c.node(leader).Grant(ctx, "job/lease", "us-east-1", time.Minute)
 	if err != nil {

@@ -123,47 +123,40 @@ func (c *cluster) close() {
 // and returns it.
 func (c *cluster) waitLeader(among []string, timeout time.Duration) string {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		leader, ok := "", true
+	var leader string
+	stabilizertest.Eventually(c.t, timeout, func() error {
+		l, ok := "", true
 		for _, s := range among {
 			n := c.node(s)
 			if n == nil {
 				continue
 			}
 			st := n.Status()
-			if st.Leader == "" || (leader != "" && st.Leader != leader) {
+			if st.Leader == "" || (l != "" && st.Leader != l) {
 				ok = false
 				break
 			}
-			leader = st.Leader
+			l = st.Leader
 		}
-		if ok && leader != "" && slices.Contains(among, leader) && c.node(leader) != nil && c.node(leader).Status().State == "StateLeader" {
-			return leader
+		if ok && l != "" && slices.Contains(among, l) && c.node(l) != nil && c.node(l).Status().State == "StateLeader" {
+			leader = l
+			return nil
 		}
-		if time.Now().After(deadline) {
-			var b strings.Builder
-			for _, s := range among {
-				if n := c.node(s); n != nil {
-					fmt.Fprintf(&b, " %+v", n.Status())
-				}
+		var b strings.Builder
+		for _, s := range among {
+			if n := c.node(s); n != nil {
+				fmt.Fprintf(&b, " %+v", n.Status())
 			}
-			c.t.Fatalf("no agreed leader among %v after %v:%s", among, timeout, b.String())
 		}
-		time.Sleep(5 * time.Millisecond) // polling with a deadline, not synchronising
-	}
+		return fmt.Errorf("no agreed leader among %v:%s", among, b.String())
+	})
+	return leader
 }
 
 // eventually polls f until it returns nil or the timeout passes.
 func eventually(t testing.TB, timeout time.Duration, f func() error) {
 	t.Helper()
 	stabilizertest.Eventually(t, timeout, f)
-}
-
-func ctxTimeout(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // retry runs op until it succeeds or fails for a reason other than a

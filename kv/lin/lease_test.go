@@ -8,12 +8,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 )
 
 func TestLeaseBasics(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.waitLeader(c.sites, 5*time.Second)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := stabilizertest.Context(t, 10*time.Second)
 	eu, ap := c.node("eu-west-1"), c.node("ap-south-1")
 
 	l, err := eu.Grant(ctx, "job/7", "eu-west-1", time.Minute)
@@ -66,7 +68,7 @@ func TestLeaseBasics(t *testing.T) {
 func TestLeaseExpires(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.waitLeader(c.sites, 5*time.Second)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := stabilizertest.Context(t, 10*time.Second)
 	n := c.node("eu-west-1")
 	l, err := n.Grant(ctx, "job/1", "eu-west-1", 100*time.Millisecond)
 	if err != nil {

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 )
 
 func TestPutGetCAS(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	leader := c.waitLeader(c.sites, 5*time.Second)
 	t.Logf("leader %s", leader)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := stabilizertest.Context(t, 10*time.Second)
 	for _, s := range c.sites {
 		n := c.node(s)
 		key := "job/" + s
@@ -98,7 +100,7 @@ func TestNoLeaderError(t *testing.T) {
 func TestRestartRecovers(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.waitLeader(c.sites, 5*time.Second)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := stabilizertest.Context(t, 20*time.Second)
 	want := map[string]uint64{}
 	for i := range 50 {
 		k := fmt.Sprintf("job/%d", i%10)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 )
 
 func TestPreferredLeader(t *testing.T) {
@@ -23,7 +25,7 @@ func TestPreferredLeader(t *testing.T) {
 	rest := []string{"us-east-1", "eu-west-1"}
 	other := c.waitLeader(rest, 5*time.Second)
 	t.Logf("%s down, %s leads", preferred, other)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := stabilizertest.Context(t, 10*time.Second)
 	if _, err := c.node(other).Put(ctx, "job/1", []byte("moved")); err != nil {
 		t.Fatal(err)
 	}

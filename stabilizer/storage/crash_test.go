@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest/testhelp"
 )
 
 // crashChildEnv names the directory a re-executed test binary writes to
@@ -27,6 +29,8 @@ const crashStreams = 4
 // key in the same batch. After each Write returns nil it prints
 // "c<i> <seq>" to stdout. It runs until killed.
 func crashChild(dir string) {
+	// A child process has no testing.T: warnings go to stderr, which the
+	// parent prints when the child fails.
 	s, err := Open(Config{Dir: dir, Logger: hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Warn})})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
@@ -74,7 +78,7 @@ func TestCrashKill9KeepsAcknowledgedWrites(t *testing.T) {
 	acked := make(map[string]uint64)
 	for round := 0; round < 3; round++ {
 		runCrashChild(t, dir, acked, 1500*(round+1))
-		s, err := Open(Config{Dir: dir, Logger: testLogger(t)})
+		s, err := Open(Config{Dir: dir, Logger: testhelp.Logger(t, "storage")})
 		if err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
 		}

@@ -11,10 +11,11 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
+
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest/testhelp"
 )
 
 func TestMain(m *testing.M) {
@@ -24,25 +25,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func testLogger(t testing.TB) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{
-		Name:   "storage",
-		Level:  hclog.Debug,
-		Output: testWriter{t},
-	})
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 func openTest(t testing.TB, dir string) *Store {
 	t.Helper()
-	s, err := Open(Config{Dir: dir, Logger: testLogger(t)})
+	s, err := Open(Config{Dir: dir, Logger: testhelp.Logger(t, "storage")})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -443,7 +428,7 @@ func TestWriteCanceledContextWritesNothing(t *testing.T) {
 // that everything is there, in order, and that Writes were combined.
 func TestConcurrentWritersGroupCommit(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s, err := Open(Config{Dir: t.TempDir(), Logger: testLogger(t), Registerer: reg})
+	s, err := Open(Config{Dir: t.TempDir(), Logger: testhelp.Logger(t, "storage"), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,7 +527,7 @@ func TestConcurrentWritersGroupCommit(t *testing.T) {
 // queued behind a leader are grouped within the limits, and abandoned ones
 // are skipped without being written.
 func TestGroupLimitsAndAbandonedRequests(t *testing.T) {
-	s, err := Open(Config{Dir: t.TempDir(), Logger: testLogger(t), MaxGroupRequests: 3})
+	s, err := Open(Config{Dir: t.TempDir(), Logger: testhelp.Logger(t, "storage"), MaxGroupRequests: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,13 +66,9 @@ func benchPairWith(b *testing.B, ha, hb Handler) (*Transport, *Transport) {
 	}
 	a := start("a", ha)
 	bt := start("b", hb)
-	deadline := time.Now().Add(10 * time.Second)
-	for !a.Status("b", Data).Connected || !a.Status("b", Control).Connected || !bt.Status("a", Data).Connected {
-		if time.Now().After(deadline) {
-			b.Fatal("not connected")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually(b, "a and b connected", func() bool {
+		return a.Status("b", Data).Connected && a.Status("b", Control).Connected && bt.Status("a", Data).Connected
+	})
 	return a, bt
 }
 
@@ -125,9 +121,7 @@ func BenchmarkControlLatencyUnderDataLoad(b *testing.B) {
 					}
 				}()
 				// Let the data plane fill up before measuring.
-				for h.bytes[Data].Load() < 64<<20 {
-					time.Sleep(time.Millisecond)
-				}
+				eventually(b, "64 MiB of data received", func() bool { return h.bytes[Data].Load() >= 64<<20 })
 			}
 			lat := make([]time.Duration, 0, b.N)
 			dataBefore := h.bytes[Data].Load()

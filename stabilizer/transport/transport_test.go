@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
+
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest/testhelp"
 )
 
 func TestMain(m *testing.M) {
@@ -119,23 +120,16 @@ func (r *recorder) countEvents(kind, peer string, plane Plane) int {
 	return n
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond with testhelp.Eventually until it holds, for at
+// most 10 s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testhelp.Eventually(t, 10*time.Second, func() error {
+		if !cond() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(2 * time.Millisecond) // polling interval, not synchronisation
-	}
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+		return nil
+	})
 }
 
 // site is one transport under test.
@@ -167,9 +161,7 @@ func (c *cluster) config(name string, lis ...net.Listener) Config {
 		Insecure:   true,
 		BackoffMin: 5 * time.Millisecond,
 		BackoffMax: 50 * time.Millisecond,
-		Logger: hclog.New(&hclog.LoggerOptions{
-			Name: "transport." + name, Level: hclog.Debug, Output: testWriter{c.tb},
-		}),
+		Logger:     testhelp.Logger(c.tb, "transport."+name),
 	}
 	if c.mutate != nil {
 		c.mutate(name, &cfg)
