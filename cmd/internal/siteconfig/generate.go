@@ -3,10 +3,11 @@ package siteconfig
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -163,18 +164,44 @@ func holdPorts(host string, n int) ([]string, func(), error) {
 			l.Close()
 		}
 	}
-	for len(addrs) < n {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	// Below the kernel's ephemeral range, from a random start: a port held
+	// and released here is not what the kernel hands the next connection
+	// or the next listener on port 0 (another test's, a gRPC client's), so
+	// it is still free when the site binds it, and after a restart.
+	lo, hi := portsBelowEphemeral()
+	next := lo + rand.IntN(hi-lo)
+	for tries := 0; len(addrs) < n && tries < hi-lo; tries++ {
+		port := next
+		if next++; next >= hi {
+			next = lo
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
-			release()
-			return nil, nil, fmt.Errorf("genconfig: reserving ports on %s: %w", host, err)
+			continue
 		}
 		ls = append(ls, l)
-		if a := l.Addr().String(); !slices.Contains(addrs, a) {
-			addrs = append(addrs, a)
-		}
+		addrs = append(addrs, l.Addr().String())
+	}
+	if len(addrs) < n {
+		release()
+		return nil, nil, fmt.Errorf("genconfig: reserving ports on %s: only %d of %d free in [%d, %d)", host, len(addrs), n, lo, hi)
 	}
 	return addrs, release, nil
+}
+
+// portsBelowEphemeral returns the range genconfig takes ports from: the
+// 16,384 ports below the start of the kernel's ephemeral range (Linux's
+// ip_local_port_range; 32768 elsewhere).
+func portsBelowEphemeral() (lo, hi int) {
+	hi = 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 2048 {
+				hi = v
+			}
+		}
+	}
+	return max(1024, hi-16384), hi
 }
 
 // ParsePredicates reads named predicates from a flag: "name=source", several
