@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest/testhelp"
 )
 
 // TestCommandError: a failed command's error names it and ends with the
@@ -37,17 +41,12 @@ func TestStopAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-q.done
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, _ := os.ReadFile(log)
-		if strings.Contains(string(b), "started") {
-			break
+	testhelp.Eventually(t, 10*time.Second, func() error {
+		if b, _ := os.ReadFile(log); !strings.Contains(string(b), "started") {
+			return fmt.Errorf("log %q", b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log %q after 10s", b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	began := time.Now()
 	stopAll([]*proc{p, q}, io.Discard)
 	if !p.exited() || time.Since(began) > 10*time.Second {
@@ -76,7 +75,7 @@ func TestBenchThroughBinaries(t *testing.T) {
 	defer cancel()
 	err := runBench(ctx, benchOptions{topology: "ec2-3", out: out, writes: 1, warmup: 0, tputDuration: 500 * time.Millisecond,
 		inflight: []int{8}, conns: []int{1}, valueBytes: 64, skip: map[string]bool{"etcd": true, "lin": true, "nats": true},
-		progress: testLog{t}})
+		progress: testhelp.Logger(t, "wanbench").StandardWriter(&hclog.StandardLoggerOptions{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,12 +91,4 @@ func TestBenchThroughBinaries(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "work")); !os.IsNotExist(err) {
 		t.Errorf("the work folder is still there: %v", err)
 	}
-}
-
-// testLog sends progress to t.Log.
-type testLog struct{ t *testing.T }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
