@@ -107,7 +107,7 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) (err error) {
 	}
 	defer c.Close()
 	fmt.Fprintf(w, "every second, the frontiers of %s's kv stream as %s sees them (seqs):\n", us, us)
-	wl := &workload{st: st, topo: topo, predicates: []string{"none", "one_remote", "majority", twoContinents, "all"},
+	wl := &writers{st: st, topo: topo, predicates: []string{"none", "one_remote", "majority", twoContinents, "all"},
 		perPred: o.perPred, timeout: 10 * time.Second, progress: w,
 		live: func(ctx context.Context) string { return frontierLine(ctx, c, us) }}
 	rows, err := wl.run(ctx)

@@ -19,6 +19,7 @@ import (
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
+	"github.com/stabilizer/stabilizer/test/workload"
 	"github.com/stabilizer/stabilizer/wan"
 )
 
@@ -35,10 +36,10 @@ type result struct {
 	lat       []time.Duration `json:"-"`
 }
 
-// workload writes the training platform's records from every site, each
+// writers write the training platform's records from every site, each
 // site cycling through the predicates, closed loop, until the duration
 // ends or each (site, predicate) did perPred writes.
-type workload struct {
+type writers struct {
 	st         *state
 	topo       *wan.Topology
 	predicates []string
@@ -51,7 +52,7 @@ type workload struct {
 	live func(ctx context.Context) string
 }
 
-func (w *workload) run(ctx context.Context) ([]*result, error) {
+func (w *writers) run(ctx context.Context) ([]*result, error) {
 	schema := &frontier.Schema{Sites: w.topo.Sites, Groups: w.topo.Groups}
 	rows := map[[2]string]*result{}
 	var order []*result
@@ -70,7 +71,7 @@ func (w *workload) run(ctx context.Context) ([]*result, error) {
 		for _, s := range w.st.Sites {
 			var b time.Duration
 			if cp != nil {
-				b = bound(w.topo, cp, schema, s.Site)
+				b = workload.Bound(w.topo, cp, schema, s.Site)
 			} else {
 				b = linBound(w.topo, s.Site)
 			}
@@ -123,22 +124,22 @@ func (w *workload) run(ctx context.Context) ([]*result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g := newGen(s.Site, uint64(i+1))
+			g := workload.NewGen(s.Site, uint64(i+1))
 			for n := 0; n < w.perPred*len(w.predicates); n++ {
 				p := w.predicates[n%len(w.predicates)]
-				rec := g.next()
+				rec := g.Next()
 				start := time.Now()
 				var err error
 				switch p {
 				case linPut:
-					_, err = c.Put(ctx, "/lin/"+rec.key, rec.value, "", w.timeout)
+					_, err = c.Put(ctx, "/lin/"+rec.Key, rec.Value, "", w.timeout)
 				case linGet:
 					_, err = c.Get(ctx, &kvpb.GetRequest{Key: "/lin/jobs/probe", TimeoutMs: w.timeout.Milliseconds()})
 					if status.Code(err) == codes.NotFound {
 						err = nil
 					}
 				default:
-					_, err = c.Put(ctx, rec.key, rec.value, p, w.timeout)
+					_, err = c.Put(ctx, rec.Key, rec.Value, p, w.timeout)
 				}
 				d := time.Since(start)
 				if ctx.Err() != nil {
@@ -168,7 +169,7 @@ func (w *workload) run(ctx context.Context) ([]*result, error) {
 		return nil, err
 	}
 	for _, r := range order {
-		r.P50ms, r.P90ms, r.P99ms = ms(percentile(r.lat, .5)), ms(percentile(r.lat, .9)), ms(percentile(r.lat, .99))
+		r.P50ms, r.P90ms, r.P99ms = ms(workload.Percentile(r.lat, .5)), ms(workload.Percentile(r.lat, .9)), ms(workload.Percentile(r.lat, .99))
 	}
 	return order, nil
 }
@@ -259,7 +260,7 @@ allows: the smallest round trip within which enough sites are reached to satisfy
 			if per < 1 {
 				return errors.New("--writes must be at least 1")
 			}
-			w := &workload{st: st, topo: topo, predicates: splitPredicates(preds), perPred: per, duration: duration,
+			w := &writers{st: st, topo: topo, predicates: splitPredicates(preds), perPred: per, duration: duration,
 				timeout: timeout, progress: cmd.ErrOrStderr()}
 			rows, err := w.run(cmd.Context())
 			if err != nil {

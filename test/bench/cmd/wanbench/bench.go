@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stabilizer/stabilizer/test/workload"
 	"github.com/stabilizer/stabilizer/wan"
 )
 
@@ -61,7 +62,7 @@ type benchRow struct {
 }
 
 func (r *benchRow) finish() {
-	r.P50ms, r.P90ms, r.P99ms = ms(percentile(r.lat, .5)), ms(percentile(r.lat, .9)), ms(percentile(r.lat, .99))
+	r.P50ms, r.P90ms, r.P99ms = ms(workload.Percentile(r.lat, .5)), ms(workload.Percentile(r.lat, .9)), ms(workload.Percentile(r.lat, .99))
 }
 
 type benchOptions struct {
@@ -199,3 +200,5 @@ func hostDescription() string {
 	h, _ := os.Hostname()
 	return strings.TrimSpace(fmt.Sprintf("%s, %d CPUs %s", h, runtime.NumCPU(), model))
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

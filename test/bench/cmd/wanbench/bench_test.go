@@ -1,9 +1,7 @@
 package main
 
 import (
-	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stabilizer/stabilizer/frontier"
+	"github.com/stabilizer/stabilizer/test/workload"
 	"github.com/stabilizer/stabilizer/wan"
 )
 
@@ -54,7 +53,7 @@ func syntheticResults(t *testing.T) *benchResults {
 			t.Fatal(err)
 		}
 		for _, s := range topo.Sites {
-			b := ms(bound(topo, cp, schema, s))
+			b := ms(workload.Bound(topo, cp, schema, s))
 			over := 1.0
 			if p == "all" && s == "eu-west-1" {
 				over = 1.3 // a miss, to be reported
@@ -192,7 +191,7 @@ func TestBounds(t *testing.T) {
 		site string
 		want float64
 	}{{"us-east-1", 69.7}, {"us-west-2", 98.4}, {"eu-west-1", 69.7}, {"ap-northeast-1", 98.4}, {"ap-southeast-2", 141.1}} {
-		if got := ms(bound(topo, cp, schema, c.site)); got != c.want {
+		if got := ms(workload.Bound(topo, cp, schema, c.site)); got != c.want {
 			t.Errorf("other_continent from %s: bound %.1f, want %.1f", c.site, got, c.want)
 		}
 	}
@@ -201,23 +200,5 @@ func TestBounds(t *testing.T) {
 	}
 	if got := ms(raftBound(topo, "us-east-1", "us-east-1")); got != 69.7 {
 		t.Errorf("raft bound at the leader: %.1f, want 69.7", got)
-	}
-}
-
-// TestRecordsUnchanged: the workload writes the records it wrote before it
-// moved here from cmd/wanbed (the first 50 of two regions, hashed), so that
-// runs stay comparable with the earlier ones in deploy/bench.
-func TestRecordsUnchanged(t *testing.T) {
-	h := sha256.New()
-	for i, s := range []string{"us-east-1", "ap-southeast-2"} {
-		g := newGen(s, uint64(1000+i))
-		for range 50 {
-			r := g.next()
-			fmt.Fprintf(h, "%s\x00%s\x00", r.key, r.value)
-		}
-	}
-	const want = "da882a79ed2729a3604fd5ab1cd22447ce6813626966b9fd5ebf6ba5ea8e1fce"
-	if got := fmt.Sprintf("%x", h.Sum(nil)); got != want {
-		t.Fatalf("records hash %s, want %s: the workload changed", got, want)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stabilizer/stabilizer/test/workload"
 	"github.com/stabilizer/stabilizer/wan"
 )
 
@@ -284,10 +285,10 @@ func benchEtcdWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 	members, records := map[string]string{}, map[string][]map[string]any{}
 	for i, s := range topo.Sites {
 		members[s] = c.clients[i]
-		g := newGen(s, uint64(1000+i))
+		g := workload.NewGen(s, uint64(1000+i))
 		for range o.warmup + o.writes {
-			rec := g.next()
-			records[s] = append(records[s], map[string]any{"k": rec.key, "v": rec.value})
+			rec := g.Next()
+			records[s] = append(records[s], map[string]any{"k": rec.Key, "v": rec.Value})
 		}
 	}
 	load["members"], load["records"] = members, records

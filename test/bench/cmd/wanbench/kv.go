@@ -19,6 +19,7 @@ import (
 	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/test/bench/internal/loadgen"
+	"github.com/stabilizer/stabilizer/test/workload"
 	"github.com/stabilizer/stabilizer/wan"
 )
 
@@ -47,7 +48,7 @@ func otherContinent(topo *wan.Topology) string {
 type loopKind struct {
 	system, predicate, source string
 	bound                     map[string]time.Duration
-	put                       func(ctx context.Context, region string, rec record) error
+	put                       func(ctx context.Context, region string, rec workload.Record) error
 }
 
 // maxRowErrors ends a (kind, region) after this many failed writes, so that
@@ -80,7 +81,7 @@ func closedLoop(ctx context.Context, regions []string, kinds []loopKind, perKind
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g := newGen(region, uint64(1000+i))
+			g := workload.NewGen(region, uint64(1000+i))
 			for n := 0; n < (warmup+perKind)*len(kinds); n++ {
 				k := n % len(kinds)
 				row := rows[[2]int{k, i}]
@@ -93,7 +94,7 @@ func closedLoop(ctx context.Context, regions []string, kinds []loopKind, perKind
 					}
 					continue
 				}
-				rec := g.next()
+				rec := g.Next()
 				start := time.Now()
 				err := kinds[k].put(ctx, region, rec)
 				d := time.Since(start)
@@ -205,9 +206,9 @@ func benchOursWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 		if err != nil {
 			return fmt.Errorf("predicate %s: %w", p, err)
 		}
-		k := loopKind{system: sysOurs, predicate: p, bound: boundsFor(topo, func(r string) time.Duration { return bound(topo, cp, schema, r) }),
-			put: func(ctx context.Context, region string, rec record) error {
-				_, err := clients[region].Put(ctx, rec.key, rec.value, p, 10*time.Second)
+		k := loopKind{system: sysOurs, predicate: p, bound: boundsFor(topo, func(r string) time.Duration { return workload.Bound(topo, cp, schema, r) }),
+			put: func(ctx context.Context, region string, rec workload.Record) error {
+				_, err := clients[region].Put(ctx, rec.Key, rec.Value, p, 10*time.Second)
 				return err
 			}}
 		if p == otherContinentName {
@@ -225,8 +226,8 @@ func benchOursWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 	} else {
 		kinds = append(kinds, loopKind{system: sysLin, predicate: "linearizable",
 			bound: boundsFor(topo, func(r string) time.Duration { return raftBound(topo, leader, r) }),
-			put: func(ctx context.Context, region string, rec record) error {
-				_, err := clients[region].Put(ctx, "/lin/"+rec.key, rec.value, "", 10*time.Second)
+			put: func(ctx context.Context, region string, rec workload.Record) error {
+				_, err := clients[region].Put(ctx, "/lin/"+rec.Key, rec.Value, "", 10*time.Second)
 				return err
 			}})
 		res.note("Our linearizable mode: keys under /lin/ in one Raft group of all %d sites (go.etcd.io/raft/v3, log in pebble), preferred leader %s, writes from a non-leader site forwarded to the leader.", len(topo.Sites), leader)

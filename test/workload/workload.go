@@ -1,4 +1,4 @@
-package main
+package workload
 
 import (
 	"encoding/json"
@@ -11,10 +11,6 @@ import (
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/wan"
 )
-
-// The records of a training platform (WORKLOAD.md), scaled down: job
-// records of about 1 KB, checkpoint manifests of a few KB, lineage edges
-// of a few hundred bytes.
 
 type jobRecord struct {
 	ID           string `json:"id"`
@@ -52,28 +48,33 @@ type lineageEdge struct {
 	Commit string   `json:"code_commit"`
 }
 
-type record struct {
-	key   string
-	value []byte
-	kind  string
+// Record is one key and value a writer puts, and which of the platform's
+// records it is: "job", "manifest" or "lineage".
+type Record struct {
+	Key   string
+	Value []byte
+	Kind  string
 }
 
-// gen makes the records one writer site writes, deterministically.
-type gen struct {
+// Gen makes the records one writer site writes: the same records for the
+// same site and seed, on every machine and in every release, so that runs
+// stay comparable.
+type Gen struct {
 	r    *rand.Rand
 	site string
 	step int
 }
 
-func newGen(site string, seed uint64) *gen {
-	return &gen{r: rand.New(rand.NewPCG(seed, uint64(len(site)))), site: site}
+// NewGen returns the generator of site's records from seed.
+func NewGen(site string, seed uint64) *Gen {
+	return &Gen{r: rand.New(rand.NewPCG(seed, uint64(len(site)))), site: site}
 }
 
-func (g *gen) hash() string { return fmt.Sprintf("%016x%016x", g.r.Uint64(), g.r.Uint64()) }
+func (g *Gen) hash() string { return fmt.Sprintf("%016x%016x", g.r.Uint64(), g.r.Uint64()) }
 
-// next returns the next record: mostly job updates, a manifest and a
+// Next returns the next record: mostly job updates, a manifest and a
 // lineage edge at every checkpoint.
-func (g *gen) next() record {
+func (g *Gen) Next() Record {
 	g.step++
 	job := fmt.Sprintf("job-%s-%02d", g.site, g.r.IntN(8))
 	switch g.step % 5 {
@@ -90,12 +91,12 @@ func (g *gen) next() record {
 			m.RNG = append(m.RNG, g.r.Uint64())
 		}
 		b, _ := json.Marshal(m)
-		return record{key: fmt.Sprintf("ckpt/%s/%06d", job, g.step), value: b, kind: "manifest"}
+		return Record{Key: fmt.Sprintf("ckpt/%s/%06d", job, g.step), Value: b, Kind: "manifest"}
 	case 1:
 		e := lineageEdge{Inputs: []string{"dataset/imagenet@v7", "preproc/resize-224@v3", fmt.Sprintf("ckpt/%s/%06d", job, g.step-1)},
 			Output: fmt.Sprintf("ckpt/%s/%06d", job, g.step), Commit: g.hash()[:12]}
 		b, _ := json.Marshal(e)
-		return record{key: fmt.Sprintf("lineage/%s/%06d", job, g.step), value: b, kind: "lineage"}
+		return Record{Key: fmt.Sprintf("lineage/%s/%06d", job, g.step), Value: b, Kind: "lineage"}
 	}
 	states := []string{"queued", "running", "checkpointing", "preempted", "migrating", "running"}
 	// Notes pad the record to the 0.5-2 KB of a real one.
@@ -107,14 +108,14 @@ func (g *gen) next() record {
 		Workers: 1 + g.r.IntN(16), Checkpoint: fmt.Sprintf("ckpt/%s/%06d", job, g.step/5*5), LeaseHolder: "scheduler-" + g.site,
 		FencingToken: uint64(g.step), Notes: string(notes)}
 	b, _ := json.Marshal(j)
-	return record{key: "jobs/" + job, value: b, kind: "job"}
+	return Record{Key: "jobs/" + job, Value: b, Kind: "job"}
 }
 
-// bound is the least latency the RTT matrix allows for a write from site w
+// Bound is the least latency the RTT matrix allows for a write from site w
 // under predicate p: the smallest T such that the sites within round trip
 // T of w (w itself at 0) satisfy p. It assumes p reads acks one round trip
 // away; a predicate that is not satisfiable gives -1.
-func bound(topo *wan.Topology, p *frontier.Predicate, schema *frontier.Schema, w string) time.Duration {
+func Bound(topo *wan.Topology, p *frontier.Predicate, schema *frontier.Schema, w string) time.Duration {
 	wi, _ := schema.SiteIndex(w)
 	type sr struct {
 		i   int
@@ -139,7 +140,8 @@ func bound(topo *wan.Topology, p *frontier.Predicate, schema *frontier.Schema, w
 	return -1
 }
 
-func percentile(ds []time.Duration, q float64) time.Duration {
+// Percentile returns the q-quantile (0..1) of ds, nearest rank; 0 for none.
+func Percentile(ds []time.Duration, q float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
