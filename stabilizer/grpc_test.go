@@ -14,6 +14,7 @@ import (
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/stabilizer"
 	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest/testhelp"
 	"github.com/stabilizer/stabilizer/stabilizer/transport"
 	"github.com/stabilizer/stabilizer/stabilizer/wire"
 )
@@ -33,7 +34,7 @@ type grpcOptions struct {
 // of a site listens on new 127.0.0.1 ports; its peers find them under the
 // site's name.
 func newGRPCCluster(tb testing.TB, sites []string, o grpcOptions) *stabilizertest.Cluster {
-	d := &directory{addrs: map[string]string{}}
+	d := &testhelp.Directory{}
 	peers := map[string]transport.PeerAddr{}
 	for _, s := range sites {
 		peers[s] = transport.PeerAddr{Data: s + "/data", Control: s + "/control"}
@@ -52,11 +53,11 @@ func newGRPCCluster(tb testing.TB, sites []string, o grpcOptions) *stabilizertes
 				if err != nil {
 					tb.Fatal(err)
 				}
-				d.set(a, l.Addr().String())
+				d.Set(a, l.Addr().String())
 				ls = append(ls, l)
 			}
 			tr, err := transport.New(transport.Config{Cluster: "test", Site: site, Peers: peers, Listeners: ls,
-				Dialer: d.dial, Insecure: true, BackoffMin: 5 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+				Dialer: d.Dial, Insecure: true, BackoffMin: 5 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 				Logger: logger(site).Named("transport")})
 			if err != nil {
 				tb.Fatal(err)
@@ -73,30 +74,6 @@ func newGRPCCluster(tb testing.TB, sites []string, o grpcOptions) *stabilizertes
 				o.configure(cfg)
 			}
 		}})
-}
-
-// directory maps the sites' names for their addresses to the listeners of
-// their latest start.
-type directory struct {
-	mu    sync.Mutex
-	addrs map[string]string
-}
-
-func (d *directory) set(name, addr string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.addrs[name] = addr
-}
-
-func (d *directory) dial(ctx context.Context, name string) (net.Conn, error) {
-	d.mu.Lock()
-	addr, ok := d.addrs[name]
-	d.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("no address for %q", name)
-	}
-	var dl net.Dialer
-	return dl.DialContext(ctx, "tcp", addr)
 }
 
 func TestGRPCFiveSites(t *testing.T) {

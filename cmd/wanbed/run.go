@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -184,25 +183,9 @@ const (
 func isLin(p string) bool { return p == linPut || p == linGet }
 
 // linBound is the least latency of a linearizable operation from site w
-// with the leader at the topology's first site (the preferred leader): a
-// round trip to the leader, plus the leader's round to the nearest majority
-// (a commit for writes, a heartbeat round confirming leadership for reads).
+// with the leader at the topology's first site (the preferred leader).
 func linBound(topo *wan.Topology, w string) time.Duration {
-	leader := topo.Sites[0]
-	toLeader := time.Duration(0)
-	if w != leader {
-		toLeader, _ = topo.RTT(w, leader)
-	}
-	var rtts []time.Duration
-	for _, s := range topo.Sites {
-		d := time.Duration(0)
-		if s != leader {
-			d, _ = topo.RTT(leader, s)
-		}
-		rtts = append(rtts, d)
-	}
-	slices.Sort(rtts)
-	return toLeader + rtts[len(rtts)/2]
+	return workload.RaftBound(topo, topo.Sites[0], w)
 }
 
 // splitPredicates splits on ";" when there is one (sources contain

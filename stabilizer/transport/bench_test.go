@@ -51,7 +51,7 @@ func benchPairWith(b *testing.B, ha, hb Handler) (*Transport, *Transport) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c.dir.set(name+"/"+p.String(), l.Addr().String())
+			c.dir.Set(name+"/"+p.String(), l.Addr().String())
 			lis = append(lis, l)
 		}
 		tr, err := New(c.config(name, lis...))

@@ -23,33 +23,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// directory maps logical addresses to current listener addresses, so a
-// restarted site can listen on a new port and be found under its old name.
-type directory struct {
-	mu    sync.Mutex
-	addrs map[string]string
-}
-
-func (d *directory) set(name, addr string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.addrs == nil {
-		d.addrs = make(map[string]string)
-	}
-	d.addrs[name] = addr
-}
-
-func (d *directory) dial(ctx context.Context, name string) (net.Conn, error) {
-	d.mu.Lock()
-	addr, ok := d.addrs[name]
-	d.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("no address for %q", name)
-	}
-	var dl net.Dialer
-	return dl.DialContext(ctx, "tcp", addr)
-}
-
 type event struct {
 	kind  string // up, down, in-up, in-down
 	peer  string
@@ -141,7 +114,7 @@ type site struct {
 
 type cluster struct {
 	tb    testing.TB
-	dir   directory
+	dir   testhelp.Directory
 	names []string
 	// mutate, if set, adjusts a site's config before New.
 	mutate func(name string, c *Config)
@@ -157,7 +130,7 @@ func (c *cluster) config(name string, lis ...net.Listener) Config {
 		Site:       name,
 		Peers:      peers,
 		Listeners:  lis,
-		Dialer:     c.dir.dial,
+		Dialer:     c.dir.Dial,
 		Insecure:   true,
 		BackoffMin: 5 * time.Millisecond,
 		BackoffMax: 50 * time.Millisecond,
@@ -178,7 +151,7 @@ func (c *cluster) start(name string) *site {
 		if err != nil {
 			c.tb.Fatal(err)
 		}
-		c.dir.set(name+"/"+p.String(), l.Addr().String())
+		c.dir.Set(name+"/"+p.String(), l.Addr().String())
 		lis = append(lis, l)
 	}
 	tr, err := New(c.config(name, lis...))
@@ -386,7 +359,7 @@ func TestInboundSessionReplacedByNewer(t *testing.T) {
 	c.mutate = func(name string, cfg *Config) {
 		if name == "a" {
 			cfg.Dialer = func(ctx context.Context, addr string) (net.Conn, error) {
-				conn, err := c.dir.dial(ctx, addr)
+				conn, err := c.dir.Dial(ctx, addr)
 				if err != nil {
 					return nil, err
 				}

@@ -150,3 +150,26 @@ func Percentile(ds []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(s)-1) + 0.5)
 	return s[i]
 }
+
+// RaftBound is the least latency of a write through a leader-based
+// consensus group, leader at leader, from site w: to the leader and back
+// (nothing when w leads), plus the leader's round trip to the nearest
+// majority, itself counting at 0 (a commit for a write, a heartbeat round
+// confirming leadership for a linearizable read).
+func RaftBound(topo *wan.Topology, leader, w string) time.Duration {
+	var rtts []time.Duration
+	for _, s := range topo.Sites {
+		d := time.Duration(0)
+		if s != leader {
+			d, _ = topo.RTT(leader, s)
+		}
+		rtts = append(rtts, d)
+	}
+	slices.Sort(rtts)
+	maj := rtts[len(rtts)/2]
+	if w == leader {
+		return maj
+	}
+	d, _ := topo.RTT(w, leader)
+	return d + maj
+}

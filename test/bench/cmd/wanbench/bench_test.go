@@ -69,7 +69,7 @@ func syntheticResults(t *testing.T) *benchResults {
 	}
 	for _, sys := range []string{sysLin, sysEtcd} {
 		for _, s := range topo.Sites {
-			b := ms(raftBound(topo, topo.Sites[0], s))
+			b := ms(workload.RaftBound(topo, topo.Sites[0], s))
 			r := &benchRow{Phase: phaseWAN, System: sys, Predicate: "linearizable", Region: s, BoundMs: b, lat: lat(b, 50, 1.05)}
 			r.Ops = len(r.lat)
 			r.finish()
@@ -195,10 +195,10 @@ func TestBounds(t *testing.T) {
 			t.Errorf("other_continent from %s: bound %.1f, want %.1f", c.site, got, c.want)
 		}
 	}
-	if got := ms(raftBound(topo, "us-east-1", "eu-west-1")); got != 139.4 {
+	if got := ms(workload.RaftBound(topo, "us-east-1", "eu-west-1")); got != 139.4 {
 		t.Errorf("raft bound from eu-west-1: %.1f, want 139.4", got)
 	}
-	if got := ms(raftBound(topo, "us-east-1", "us-east-1")); got != 69.7 {
+	if got := ms(workload.RaftBound(topo, "us-east-1", "us-east-1")); got != 69.7 {
 		t.Errorf("raft bound at the leader: %.1f, want 69.7", got)
 	}
 }

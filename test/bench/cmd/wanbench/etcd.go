@@ -305,7 +305,7 @@ func benchEtcdWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 	}
 	var rows []*benchRow
 	for _, p := range out {
-		r := &benchRow{Phase: phaseWAN, System: sysEtcd, Predicate: "linearizable", Region: p.Region, BoundMs: ms(raftBound(topo, leader, p.Region))}
+		r := &benchRow{Phase: phaseWAN, System: sysEtcd, Predicate: "linearizable", Region: p.Region, BoundMs: ms(workload.RaftBound(topo, leader, p.Region))}
 		p.fill(r)
 		rows = append(rows, r)
 	}

@@ -130,27 +130,6 @@ func closedLoop(ctx context.Context, regions []string, kinds []loopKind, perKind
 	return order
 }
 
-// raftBound is the least latency of a write through a leader-based
-// consensus group from region r: to the leader and back, plus the leader's
-// round trip to the nearest majority (itself counting at 0).
-func raftBound(topo *wan.Topology, leader, r string) time.Duration {
-	var rtts []time.Duration
-	for _, s := range topo.Sites {
-		d := time.Duration(0)
-		if s != leader {
-			d, _ = topo.RTT(leader, s)
-		}
-		rtts = append(rtts, d)
-	}
-	slices.Sort(rtts)
-	maj := rtts[len(rtts)/2]
-	if r == leader {
-		return maj
-	}
-	d, _ := topo.RTT(r, leader)
-	return d + maj
-}
-
 func boundsFor(topo *wan.Topology, f func(region string) time.Duration) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for _, s := range topo.Sites {
@@ -225,7 +204,7 @@ func benchOursWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 		res.note("Our linearizable mode skipped on the WAN: %s.", why)
 	} else {
 		kinds = append(kinds, loopKind{system: sysLin, predicate: "linearizable",
-			bound: boundsFor(topo, func(r string) time.Duration { return raftBound(topo, leader, r) }),
+			bound: boundsFor(topo, func(r string) time.Duration { return workload.RaftBound(topo, leader, r) }),
 			put: func(ctx context.Context, region string, rec workload.Record) error {
 				_, err := clients[region].Put(ctx, "/lin/"+rec.Key, rec.Value, "", 10*time.Second)
 				return err
