@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/stabilizer/stabilizer/test/bench/internal/loadgen"
+	"github.com/stabilizer/stabilizer/test/bench/internal/peerapi"
 )
 
 func main() {
@@ -49,19 +50,6 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 }
 
-// EtcdMember is what etcd-member reads from --config.
-type EtcdMember struct {
-	Name            string `json:"name"`
-	Dir             string `json:"dir"`
-	ListenPeer      string `json:"listen_peer"`
-	ListenClient    string `json:"listen_client"`
-	AdvertisePeer   string `json:"advertise_peer"`
-	AdvertiseClient string `json:"advertise_client"`
-	InitialCluster  string `json:"initial_cluster"`
-	TickMs          uint   `json:"heartbeat_ms"`
-	ElectionMs      uint   `json:"election_ms"`
-}
-
 func parseURL(s string) (url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -81,7 +69,7 @@ func etcdMember(args []string) error {
 	if err != nil {
 		return err
 	}
-	var c EtcdMember
+	var c peerapi.EtcdMember
 	if err := json.Unmarshal(b, &c); err != nil {
 		return err
 	}
@@ -196,36 +184,10 @@ func etcdLeader(args []string) error {
 	return last
 }
 
-// WANLoad is what etcd-wan-load reads: per region, its member's client
-// address and the records its client writes, one at a time.
-type WANLoad struct {
-	Warmup  int                   `json:"warmup"`
-	Regions []string              `json:"regions"`
-	Members map[string]string     `json:"members"`
-	Records map[string][]KeyValue `json:"records"`
-	Timeout time.Duration         `json:"timeout"`
-}
-
-// KeyValue is one record.
-type KeyValue struct {
-	Key   string `json:"k"`
-	Value []byte `json:"v"`
-}
-
-// Result is one region's (or one throughput run's) measurements.
-type Result struct {
-	Region     string    `json:"region"`
-	LatMs      []float64 `json:"lat_ms"`
-	Errors     int       `json:"errors"`
-	FirstError string    `json:"first_error,omitempty"`
-	Ops        int       `json:"ops"`
-	OpsPerS    float64   `json:"ops_per_s,omitempty"`
-}
-
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // etcdWANLoad runs a closed loop per region against its own member and
-// prints []Result. Progress goes to stderr, one line per 10% of the writes.
+// prints []peerapi.Result. Progress goes to stderr, one line per 10% of the writes.
 func etcdWANLoad(args []string) error {
 	fs := flag.NewFlagSet("etcd-wan-load", flag.ContinueOnError)
 	in := fs.String("in", "", "WANLoad (JSON)")
@@ -236,7 +198,7 @@ func etcdWANLoad(args []string) error {
 	if err != nil {
 		return err
 	}
-	var l WANLoad
+	var l peerapi.WANLoad
 	if err := json.Unmarshal(b, &l); err != nil {
 		return err
 	}
@@ -247,7 +209,7 @@ func etcdWANLoad(args []string) error {
 		total += len(l.Records[r]) - l.Warmup
 	}
 	var done atomic.Int64
-	out := make([]Result, len(l.Regions))
+	out := make([]peerapi.Result, len(l.Regions))
 	var wg sync.WaitGroup
 	for i, region := range l.Regions {
 		cl, err := etcdClient(l.Members[region])
@@ -258,7 +220,7 @@ func etcdWANLoad(args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res := Result{Region: region}
+			res := peerapi.Result{Region: region}
 			for n, kv := range l.Records[region] {
 				if res.Errors >= 5 || ctx.Err() != nil {
 					break
@@ -293,9 +255,9 @@ func etcdWANLoad(args []string) error {
 
 // tput runs inflight closed-loop writers for warm+dur and counts the writes
 // that completed inside the measured window.
-func tput(ctx context.Context, inflight, valueBytes int, warm, dur time.Duration, put loadgen.Put) Result {
+func tput(ctx context.Context, inflight, valueBytes int, warm, dur time.Duration, put loadgen.Put) peerapi.Result {
 	r := loadgen.ClosedLoop(ctx, inflight, valueBytes, warm, dur, put)
-	res := Result{Errors: r.Errors, Ops: len(r.Lat), OpsPerS: float64(len(r.Lat)) / dur.Seconds()}
+	res := peerapi.Result{Errors: r.Errors, Ops: len(r.Lat), OpsPerS: float64(len(r.Lat)) / dur.Seconds()}
 	if r.FirstError != nil {
 		res.FirstError = r.FirstError.Error()
 	}
@@ -323,7 +285,7 @@ func newTputFlags(fs *flag.FlagSet) tputFlags {
 	}
 }
 
-// etcdTput measures writes/s of an etcd cluster and prints one Result.
+// etcdTput measures writes/s of an etcd cluster and prints one peerapi.Result.
 func etcdTput(args []string) error {
 	fs := flag.NewFlagSet("etcd-tput", flag.ContinueOnError)
 	f := newTputFlags(fs)

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stabilizer/stabilizer/test/bench/internal/peerapi"
 	"github.com/stabilizer/stabilizer/test/workload"
 	"github.com/stabilizer/stabilizer/wan"
 )
@@ -34,19 +35,6 @@ import (
 // bench makes and removes.
 //
 // Clients sit in their member's region: they reach its client URL directly.
-
-// etcdMemberConfig is what `benchpeers etcd-member` reads.
-type etcdMemberConfig struct {
-	Name            string `json:"name"`
-	Dir             string `json:"dir"`
-	ListenPeer      string `json:"listen_peer"`
-	ListenClient    string `json:"listen_client"`
-	AdvertisePeer   string `json:"advertise_peer"`
-	AdvertiseClient string `json:"advertise_client"`
-	InitialCluster  string `json:"initial_cluster"`
-	TickMs          uint   `json:"heartbeat_ms"`
-	ElectionMs      uint   `json:"election_ms"`
-}
 
 // netnsBed is the namespaces, veths and host addresses of the etcd members.
 type netnsBed struct {
@@ -141,7 +129,7 @@ func startEtcd(peers, dir string, names, listenPeer, advertisePeer, listenClient
 	}
 	c := &etcdCluster{names: names}
 	for i, n := range names {
-		mc := etcdMemberConfig{Name: n, Dir: filepath.Join(dir, n), ListenPeer: "http://" + listenPeer[i], AdvertisePeer: "http://" + advertisePeer[i],
+		mc := peerapi.EtcdMember{Name: n, Dir: filepath.Join(dir, n), ListenPeer: "http://" + listenPeer[i], AdvertisePeer: "http://" + advertisePeer[i],
 			ListenClient: "http://" + listenClient[i], AdvertiseClient: "http://" + listenClient[i], InitialCluster: strings.Join(ic, ","),
 			TickMs: tickMs, ElectionMs: electionMs}
 		b, _ := json.MarshalIndent(mc, "", "  ")
@@ -194,17 +182,7 @@ func runPeers(ctx context.Context, peers string, progress io.Writer, out any, ar
 	return nil
 }
 
-// peerResult is what benchpeers prints for one region or one run.
-type peerResult struct {
-	Region     string    `json:"region"`
-	LatMs      []float64 `json:"lat_ms"`
-	Errors     int       `json:"errors"`
-	FirstError string    `json:"first_error"`
-	Ops        int       `json:"ops"`
-	OpsPerS    float64   `json:"ops_per_s"`
-}
-
-func (p peerResult) fill(r *benchRow) {
+func fill(r *benchRow, p peerapi.Result) {
 	r.Ops, r.Errors, r.FirstError, r.OpsPerS = p.Ops, p.Errors, p.FirstError, p.OpsPerS
 	for _, v := range p.LatMs {
 		r.lat = append(r.lat, time.Duration(v*float64(time.Millisecond)))
@@ -281,17 +259,16 @@ func benchEtcdWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 	}
 
 	fmt.Fprintf(o.progress, "etcd: leader %s\n", leader)
-	load := map[string]any{"warmup": o.warmup, "regions": topo.Sites, "timeout": 10 * time.Second}
-	members, records := map[string]string{}, map[string][]map[string]any{}
+	load := peerapi.WANLoad{Warmup: o.warmup, Regions: topo.Sites, Timeout: 10 * time.Second,
+		Members: map[string]string{}, Records: map[string][]peerapi.KeyValue{}}
 	for i, s := range topo.Sites {
-		members[s] = c.clients[i]
+		load.Members[s] = c.clients[i]
 		g := workload.NewGen(s, uint64(1000+i))
 		for range o.warmup + o.writes {
 			rec := g.Next()
-			records[s] = append(records[s], map[string]any{"k": rec.Key, "v": rec.Value})
+			load.Records[s] = append(load.Records[s], peerapi.KeyValue{Key: rec.Key, Value: rec.Value})
 		}
 	}
-	load["members"], load["records"] = members, records
 	b, _ := json.Marshal(load)
 	in := filepath.Join(dir, "load.json")
 	if err := os.WriteFile(in, b, 0o644); err != nil {
@@ -299,14 +276,14 @@ func benchEtcdWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 	}
 	lctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
-	var out []peerResult
+	var out []peerapi.Result
 	if err := runPeers(lctx, peers, o.progress, &out, "etcd-wan-load", "--in", in); err != nil {
 		return err
 	}
 	var rows []*benchRow
 	for _, p := range out {
 		r := &benchRow{Phase: phaseWAN, System: sysEtcd, Predicate: "linearizable", Region: p.Region, BoundMs: ms(workload.RaftBound(topo, leader, p.Region))}
-		p.fill(r)
+		fill(r, p)
 		rows = append(rows, r)
 	}
 	res.Rows = append(res.Rows, rows...)
@@ -336,7 +313,7 @@ func peerTput(ctx context.Context, o benchOptions, peers, cmd, system, predicate
 
 func peerTputRow(ctx context.Context, o benchOptions, peers, cmd, system, predicate, endpoints string, n, conns int, res *benchResults) error {
 	warm := o.tputDuration / 5
-	var p peerResult
+	var p peerapi.Result
 	err := runPeers(ctx, peers, o.progress, &p, cmd, "--endpoints", endpoints, "--inflight", fmt.Sprint(n), "--conns", fmt.Sprint(conns),
 		"--value-bytes", fmt.Sprint(o.valueBytes), "--warm", warm.String(), "--duration", o.tputDuration.String())
 	if err != nil {
@@ -344,7 +321,7 @@ func peerTputRow(ctx context.Context, o benchOptions, peers, cmd, system, predic
 		return nil
 	}
 	row := &benchRow{Phase: phaseTput, System: system, Predicate: predicate, Region: "loopback", InFlight: n, Conns: conns}
-	p.fill(row)
+	fill(row, p)
 	res.Rows = append(res.Rows, row)
 	printTputRow(o.progress, row)
 	return nil
