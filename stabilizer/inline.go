@@ -114,6 +114,7 @@ func (n *Node) hold(name string, compiled *frontier.Predicate) (*inline, bool, e
 			n.mu.inUse++
 		}
 		in.refs++
+		n.inlineGaugesLocked()
 		return in, false, nil
 	}
 	if n.mu.inUse >= n.cfg.MaxInlinePredicates {
@@ -123,6 +124,7 @@ func (n *Node) hold(name string, compiled *frontier.Predicate) (*inline, bool, e
 	in := &inline{name: name, compiled: compiled, refs: 1, defined: make(chan struct{}), evaluated: make(chan struct{})}
 	n.mu.inline[name] = in
 	n.mu.inUse++
+	n.inlineGaugesLocked()
 	return in, true, nil
 }
 
@@ -160,6 +162,7 @@ func (n *Node) drop(in *inline) {
 func (n *Node) unhold(in *inline) (evict []string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	defer n.inlineGaugesLocked()
 	if in.refs--; in.refs > 0 {
 		return nil
 	}
@@ -178,6 +181,11 @@ func (n *Node) unhold(in *inline) (evict []string) {
 		evict = append(evict, old.name)
 	}
 	return evict
+}
+
+func (n *Node) inlineGaugesLocked() {
+	n.m.inlineInUse.Set(float64(n.mu.inUse))
+	n.m.inlineIdle.Set(float64(n.mu.idle.Len()))
 }
 
 // forget runs on the loop: it removes an evicted inline predicate from the

@@ -21,6 +21,9 @@ type metrics struct {
 	readies     prometheus.Counter
 	entries     prometheus.Counter
 	advances    *prometheus.CounterVec
+	inline      *prometheus.GaugeVec
+	// inlineInUse and inlineIdle are inline's two series.
+	inlineInUse, inlineIdle prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, site string) (*metrics, error) {
@@ -47,12 +50,15 @@ func newMetrics(reg prometheus.Registerer, site string) (*metrics, error) {
 			Help: "Stream messages persisted at this site, own and remote.", ConstLabels: constLabels}),
 		advances: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stabilizer_frontier_advances_total",
 			Help: "Frontier advances published, per predicate.", ConstLabels: constLabels}, []string{"predicate"}),
+		inline: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "stabilizer_inline_predicates",
+			Help: "Inline predicates the site holds: in_use by a call, or idle and kept for reuse.", ConstLabels: constLabels}, []string{"state"}),
 	}
+	m.inlineInUse, m.inlineIdle = m.inline.WithLabelValues("in_use"), m.inline.WithLabelValues("idle")
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.appends, m.sentBytes, m.sentMsgs, m.recvBytes, m.recvMsgs,
-		m.connected, m.waitSeconds, m.readies, m.entries, m.advances} {
+		m.connected, m.waitSeconds, m.readies, m.entries, m.advances, m.inline} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
