@@ -53,6 +53,15 @@ func (n *Node) resolve(ctx context.Context, nameOrSource string) (string, *front
 	if _, named := n.PredicateSource(nameOrSource); named {
 		return nameOrSource, nil, nil
 	}
+	name := inlinePrefix + nameOrSource
+	n.mu.Lock()
+	in := n.mu.inline[name]
+	n.mu.Unlock()
+	if in != nil {
+		// Held or idle: compiled already. Sessions and quorum reads send
+		// the same few sources over and over.
+		return name, in.compiled, nil
+	}
 	p, err := frontier.Compile(nameOrSource, n.cfg.Schema)
 	if err != nil {
 		var fe *frontier.Error
@@ -61,7 +70,7 @@ func (n *Node) resolve(ctx context.Context, nameOrSource string) (string, *front
 		}
 		return "", nil, fmt.Errorf("stabilizer: predicate %q: %w", nameOrSource, err)
 	}
-	return inlinePrefix + nameOrSource, p, nil
+	return name, p, nil
 }
 
 // use resolves a predicate and, when it is inline, holds it in the core
