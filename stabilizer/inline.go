@@ -86,7 +86,9 @@ func (n *Node) use(ctx context.Context, nameOrSource string) (name string, in *i
 		return "", nil, nil, err
 	}
 	if created {
-		n.define(ctx, in)
+		// Under the node's context: every caller of this source waits for
+		// this definition, not only the one whose ctx might end.
+		n.define(n.ctx, in)
 	}
 	select {
 	case <-in.defined:
