@@ -477,3 +477,36 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("a configured predicate as DefaultWait: %v", err)
 	}
 }
+
+// TestManyInlineWaitsStayBounded: a client that sends a new inline wait
+// predicate with every write leaves the store's cache of compiled
+// predicates and the site's evaluated predicates bounded.
+func TestManyInlineWaitsStayBounded(t *testing.T) {
+	c := newCluster(t, "us-east-1")
+	s, n := c.store("us-east-1"), c.Node("us-east-1")
+	ctx := ctxT(t)
+	base, err := n.PredicateStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writes = 2000 // past maxCachedPredicates
+	for i := range writes {
+		wait := fmt.Sprintf("min(persisted(sites)) /* client request %d */", i)
+		if _, err := s.Put(ctx, fmt.Sprintf("jobs/%d", i%10), []byte("running"), WriteOptions{Wait: wait}); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	st, err := n.PredicateStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idle := stabilizer.DefaultIdleInlinePredicates; st.Evaluated > base.Evaluated+idle+1 {
+		t.Errorf("after %d writes with distinct inline waits the site evaluates %d predicates (%d before)", writes, st.Evaluated, base.Evaluated)
+	}
+	s.compiled.mu.Lock()
+	cached := len(s.compiled.m)
+	s.compiled.mu.Unlock()
+	if cached > maxCachedPredicates {
+		t.Errorf("the store caches %d compiled predicates, more than %d", cached, maxCachedPredicates)
+	}
+}
