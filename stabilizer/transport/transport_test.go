@@ -268,6 +268,10 @@ func TestReconnectAfterPeerRestart(t *testing.T) {
 	c := &cluster{tb: t, names: []string{"a", "b"}}
 	a, b := c.start("a"), c.start("b")
 	waitUp(t, a, "b")
+	// b's own sessions to a must be up too before b stops, or a counts
+	// one inbound session from b less than the check at the end expects.
+	waitUp(t, b, "a")
+	eventually(t, "a sees b's inbound session", func() bool { return a.rec.countEvents("in-up", "b", Control) == 1 })
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
 		if err := a.t.Send(ctx, "b", Data, frame("a", "b", Data, i, 100)); err != nil {
