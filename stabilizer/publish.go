@@ -2,6 +2,7 @@ package stabilizer
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 type fkey struct {
@@ -220,16 +221,19 @@ func (p *publisher) close() {
 }
 
 // Watch receives frontier advances as they are published. A watcher that
-// falls more than its buffer behind misses advances; Lagged counts them,
+// falls more than its buffer behind misses advances; Dropped counts them,
 // and Node.Frontier always has the current value.
 type Watch struct {
 	C       <-chan FrontierAdvance
 	c       chan FrontierAdvance
 	p       *publisher
 	filter  func(FrontierAdvance) bool
-	Dropped uint64
+	dropped atomic.Uint64
 	done    bool
 }
+
+// Dropped counts the advances the watch missed because its buffer was full.
+func (w *Watch) Dropped() uint64 { return w.dropped.Load() }
 
 func (w *Watch) offer(advs []FrontierAdvance) {
 	for _, a := range advs {
@@ -239,7 +243,7 @@ func (w *Watch) offer(advs []FrontierAdvance) {
 		select {
 		case w.c <- a:
 		default:
-			w.Dropped++
+			w.dropped.Add(1)
 		}
 	}
 }

@@ -27,6 +27,13 @@ type Options struct {
 	// Namespace) on its new node at each start, before Start. An error
 	// fails the test.
 	Setup func(site string, n *stabilizer.Node) error
+	// Started is called after a site's node started, at every start: an
+	// application whose background work needs a running node starts it
+	// here.
+	Started func(site string, n *stabilizer.Node) error
+	// Stopping is called before a site's node closes (Stop, and the end of
+	// the test): an application stops what Started began.
+	Stopping func(site string, n *stabilizer.Node)
 	// Stopped lists sites that NewCluster leaves stopped: Start them.
 	Stopped []string
 }
@@ -74,7 +81,10 @@ func (c *Cluster) close() {
 	nodes := c.nodes
 	c.nodes = map[string]*stabilizer.Node{}
 	c.mu.Unlock()
-	for _, n := range nodes {
+	for site, n := range nodes {
+		if c.opts.Stopping != nil {
+			c.opts.Stopping(site, n)
+		}
 		_ = n.Close()
 	}
 	c.Net.Close()
@@ -132,6 +142,11 @@ func (c *Cluster) Start(site string) *stabilizer.Node {
 	c.mu.Lock()
 	c.nodes[site] = n
 	c.mu.Unlock()
+	if c.opts.Started != nil {
+		if err := c.opts.Started(site, n); err != nil {
+			c.T.Fatalf("stabilizertest: started %s: %v", site, err)
+		}
+	}
 	return n
 }
 
@@ -144,6 +159,9 @@ func (c *Cluster) Stop(site string) {
 	c.mu.Unlock()
 	if n == nil {
 		c.T.Fatalf("stabilizertest: stop %s: not running", site)
+	}
+	if c.opts.Stopping != nil {
+		c.opts.Stopping(site, n)
 	}
 	if err := n.Close(); err != nil {
 		c.T.Fatalf("stabilizertest: stop %s: %v", site, err)
