@@ -1,0 +1,128 @@
+package pubsub
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/stabilizer/stabilizer/pubsub/internal/consumer"
+	"github.com/stabilizer/stabilizer/stabilizer"
+)
+
+// OriginInfo is what a site stores of a topic from one origin.
+type OriginInfo struct {
+	Origin   string
+	Messages uint64
+	LastSeq  uint64
+	Bytes    uint64
+	// DeliveryFrontier: messages up to it may be delivered here.
+	DeliveryFrontier uint64
+}
+
+// SubscriptionInfo describes a subscription: live at this site, stored, or
+// both.
+type SubscriptionInfo struct {
+	Topic, Name string
+	Durable     bool
+	Site        string // where it is live, or where its position was last stored
+	Consumers   int
+	Stats       consumer.Stats
+	Position    consumer.Position
+	DeadLetter  string
+}
+
+// TopicInfo describes a topic at this site.
+type TopicInfo struct {
+	Topic
+	CreatedAt       string
+	Created         stabilizer.HLC
+	Origins         []OriginInfo
+	Subscriptions   []SubscriptionInfo
+	Audience        []string
+	AudienceVersion uint64
+}
+
+func (b *Broker) info(ctx context.Context, t *topicState) TopicInfo {
+	out := TopicInfo{Topic: t.def.Topic, CreatedAt: t.def.CreatedAt, Created: t.version}
+	stats := b.store.stats(t.def.Name)
+	for _, o := range slices.Sorted(maps.Keys(stats)) {
+		st := stats[o]
+		oi := OriginInfo{Origin: o, Messages: st.Messages, LastSeq: st.LastSeq, Bytes: st.Bytes, DeliveryFrontier: st.LastSeq}
+		if t.delivery != "" {
+			if f, err := b.node.Frontier(ctx, stabilizer.StreamID{Origin: o, Name: Stream}, t.delivery); err == nil {
+				oi.DeliveryFrontier = min(oi.DeliveryFrontier, f.Seq)
+			}
+		}
+		out.Origins = append(out.Origins, oi)
+	}
+	out.Audience, out.AudienceVersion = b.aud.describe(t.def.Name)
+	out.Subscriptions, _ = b.Subscriptions(ctx, t.def.Name)
+	return out
+}
+
+// TopicInfo describes one topic.
+func (b *Broker) TopicInfo(ctx context.Context, name string) (TopicInfo, error) {
+	t, ok := b.topic(name)
+	if !ok {
+		return TopicInfo{}, unknownTopic(name, b.node.Site())
+	}
+	return b.info(ctx, t), nil
+}
+
+// Topics describes every topic this site knows, by name.
+func (b *Broker) Topics(ctx context.Context) []TopicInfo {
+	b.mu.Lock()
+	ts := make([]*topicState, 0, len(b.mu.topics))
+	for _, t := range b.mu.topics {
+		ts = append(ts, t)
+	}
+	b.mu.Unlock()
+	slices.SortFunc(ts, func(x, y *topicState) int { return strings.Compare(x.def.Name, y.def.Name) })
+	out := make([]TopicInfo, len(ts))
+	for i, t := range ts {
+		out[i] = b.info(ctx, t)
+	}
+	return out
+}
+
+// Subscriptions lists a topic's subscriptions (every topic's when topic is
+// ""): those live here, and the durable ones stored by any site.
+func (b *Broker) Subscriptions(ctx context.Context, topic string) ([]SubscriptionInfo, error) {
+	b.mu.Lock()
+	live := map[subKey]*subscription{}
+	for k, s := range b.mu.subs {
+		if topic == "" || k.topic == topic {
+			live[k] = s
+		}
+	}
+	b.mu.Unlock()
+	stored, err := b.storedSubscriptions(ctx, topic)
+	out := []SubscriptionInfo{}
+	for k, s := range live {
+		out = append(out, s.info())
+		delete(stored, k)
+	}
+	for k, rec := range stored {
+		out = append(out, SubscriptionInfo{Topic: k.topic, Name: k.name, Durable: true, Site: rec.Site, Position: rec.Position, DeadLetter: rec.DeadLetter})
+	}
+	slices.SortFunc(out, func(x, y SubscriptionInfo) int {
+		return strings.Compare(x.Topic+"|"+x.Name, y.Topic+"|"+y.Name)
+	})
+	return out, err
+}
+
+func (s *subscription) info() SubscriptionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := SubscriptionInfo{Topic: s.key.topic, Name: s.key.name, Durable: s.durable, Site: s.b.node.Site(),
+		Consumers: len(s.mu.consumers), DeadLetter: s.opts.DeadLetter}
+	if !s.durable {
+		out.Name = ""
+	}
+	if s.mu.st != nil {
+		out.Stats = s.mu.st.Stats()
+		out.Position = s.mu.st.Position()
+	}
+	return out
+}

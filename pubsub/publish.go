@@ -1,0 +1,222 @@
+package pubsub
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stabilizer/stabilizer/pubsub/pubsubpb"
+	"github.com/stabilizer/stabilizer/stabilizer"
+)
+
+// Message is what a publisher sends.
+type Message struct {
+	Topic   string
+	Data    []byte
+	Headers map[string]string
+	// ID makes a retried publish idempotent (see Broker.Publish).
+	ID string
+}
+
+// PubAck says where a message landed and how far its publish-ack
+// predicate holds.
+type PubAck struct {
+	Origin   string
+	Seq      uint64
+	HLC      stabilizer.HLC
+	Frontier stabilizer.FrontierState
+	// Duplicate: the id was published before; Origin, Seq and HLC are
+	// the original's.
+	Duplicate bool
+}
+
+// Publish publishes m and returns once the topic's publish-ack predicate
+// covers it, or when ctx ends (or timeout, if ctx has no deadline; 0: the
+// default) with an error that says how far the acks got.
+//
+// With an ID, a retry is idempotent within the duplicate window
+// (Config.DuplicateWindow, default 2 minutes): when the site the retry
+// reaches has applied a message of the topic with that id (from any
+// origin), or published one that it has not applied yet, it publishes
+// nothing and returns the original. When the original has not reached that
+// site yet (a failover before it was replicated there), the retry is
+// published, and every site stores whichever of the two it applies first
+// and drops the other, so that subscribers are delivered the message once.
+func (b *Broker) Publish(ctx context.Context, m Message, timeout time.Duration) (PubAck, error) {
+	res := b.PublishBatch(ctx, []Message{m}, timeout)
+	return res[0].PubAck, res[0].Err
+}
+
+// PublishResult is what became of one message of a batch.
+type PublishResult struct {
+	PubAck
+	Err error
+}
+
+// PublishBatch publishes messages appended together (one step of the
+// node's loop) and waits once per predicate. An invalid message fails
+// alone.
+func (b *Broker) PublishBatch(ctx context.Context, ms []Message, timeout time.Duration) []PublishResult {
+	ctx, cancel := b.withTimeout(ctx, timeout)
+	defer cancel()
+	out := make([]PublishResult, len(ms))
+	var payloads [][]byte
+	var at []int
+	var topics []*topicState
+	for i, m := range ms {
+		t, payload, dup, err := b.prepare(m)
+		switch {
+		case err != nil:
+			out[i].Err = err
+		case dup != nil:
+			out[i].PubAck = PubAck{Origin: dup.stream.Origin, Seq: dup.seq, HLC: dup.hlc, Duplicate: true}
+		default:
+			payloads = append(payloads, payload)
+			at = append(at, i)
+			topics = append(topics, t)
+		}
+	}
+	if len(payloads) > 0 {
+		as, err := b.node.AppendBatch(ctx, Stream, payloads)
+		if err != nil {
+			for _, i := range at {
+				out[i].Err = fmt.Errorf("pubsub: publish to %q: %w", ms[i].Topic, err)
+			}
+			return out
+		}
+		b.mu.Lock()
+		for j, i := range at {
+			a := as[j]
+			out[i].PubAck = PubAck{Origin: a.Stream.Origin, Seq: a.Seq, HLC: a.HLC}
+			if ms[i].ID != "" {
+				b.mu.pending[ms[i].Topic+"\x00"+ms[i].ID] = pendingID{stream: a.Stream, seq: a.Seq, hlc: a.HLC}
+			}
+		}
+		b.mu.Unlock()
+		for j, i := range at {
+			b.metrics.published(topics[j].def.Name, len(payloads[j]))
+			_ = i
+		}
+	}
+	b.waitAll(ctx, ms, out)
+	return out
+}
+
+// prepare checks m and encodes it, or finds the original of a retry.
+func (b *Broker) prepare(m Message) (*topicState, []byte, *pendingID, error) {
+	t, ok := b.topic(m.Topic)
+	if !ok {
+		if err := checkTopicName(m.Topic); err != nil {
+			return nil, nil, nil, err
+		}
+		return nil, nil, nil, unknownTopic(m.Topic, b.node.Site())
+	}
+	size := len(m.Data) + len(m.ID)
+	for k, v := range m.Headers {
+		size += len(k) + len(v)
+	}
+	if uint64(size) > t.def.MaxMessageBytes {
+		return nil, nil, nil, fmt.Errorf("%w: %d bytes of data and headers for topic %q, whose limit is %d", ErrTooLarge, size, m.Topic, t.def.MaxMessageBytes)
+	}
+	if m.ID != "" {
+		if p, ok := b.original(m.Topic, m.ID); ok {
+			return t, nil, &p, nil
+		}
+	}
+	payload, err := proto.Marshal(&pubsubpb.Message{Topic: m.Topic, MsgId: m.ID, Headers: m.Headers, Data: m.Data})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("pubsub: publish to %q: %w", m.Topic, err)
+	}
+	return t, payload, nil, nil
+}
+
+// original finds a message published with id within the duplicate window:
+// one of this site's own not applied yet, or one applied here from anywhere.
+func (b *Broker) original(topic, id string) (pendingID, bool) {
+	b.mu.Lock()
+	p, ok := b.mu.pending[topic+"\x00"+id]
+	b.mu.Unlock()
+	if ok {
+		return p, true
+	}
+	seen, ok := b.store.lookupID(topic, id)
+	if !ok {
+		return pendingID{}, false
+	}
+	if time.Duration(b.cfg.Now().UnixNano()-seen.hlc.Wall) > b.cfg.DuplicateWindow {
+		return pendingID{}, false
+	}
+	return pendingID{stream: stabilizer.StreamID{Origin: seen.origin, Name: Stream}, seq: seen.seq, hlc: seen.hlc}, true
+}
+
+// waitAll waits for every published message's predicate: once per (topic,
+// stream), for the highest seq, since frontiers cover prefixes.
+func (b *Broker) waitAll(ctx context.Context, ms []Message, out []PublishResult) {
+	type group struct {
+		topic  string
+		stream stabilizer.StreamID
+	}
+	last := map[group]uint64{}
+	for i := range out {
+		if out[i].Err == nil {
+			g := group{ms[i].Topic, stabilizer.StreamID{Origin: out[i].Origin, Name: Stream}}
+			last[g] = max(last[g], out[i].Seq)
+		}
+	}
+	done := map[group]waitResult{}
+	for g, seq := range last {
+		f, err := b.waitPublished(ctx, g.topic, g.stream, seq)
+		done[g] = waitResult{f, err}
+	}
+	for i := range out {
+		if out[i].Err != nil {
+			continue
+		}
+		r := done[group{ms[i].Topic, stabilizer.StreamID{Origin: out[i].Origin, Name: Stream}}]
+		out[i].Frontier = r.f
+		if r.err != nil && r.f.Seq < out[i].Seq {
+			out[i].Err = fmt.Errorf("pubsub: publish to %q: seq %d: %w", ms[i].Topic, out[i].Seq, r.err)
+		}
+	}
+}
+
+type waitResult struct {
+	f   stabilizer.FrontierState
+	err error
+}
+
+// waitPublished waits until the topic's publish-ack frontier on stream
+// covers seq, and returns that frontier (how far it got, on error).
+func (b *Broker) waitPublished(ctx context.Context, topic string, stream stabilizer.StreamID, seq uint64) (stabilizer.FrontierState, error) {
+	t, ok := b.topic(topic)
+	if !ok {
+		return stabilizer.FrontierState{}, fmt.Errorf("%w: %q was deleted", ErrUnknownTopic, topic)
+	}
+	if t.def.PublishAck == pubsubpb.Audience && stream.Origin == b.node.Site() {
+		return b.aud.wait(ctx, topic, seq)
+	}
+	pred := t.def.PublishAck
+	if pred == pubsubpb.Audience {
+		// The original of a retry was published elsewhere: its origin
+		// knows its audience, this site does not; ask for its own copy.
+		pred = "local"
+	}
+	err := b.node.WaitFor(ctx, stream, pred, seq)
+	f, ferr := b.node.Frontier(context.WithoutCancel(ctx), stream, pred)
+	if err == nil && ferr != nil {
+		return stabilizer.FrontierState{Stream: stream, Predicate: pred, Seq: seq}, nil
+	}
+	return f, err
+}
+
+func (b *Broker) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	if d <= 0 {
+		d = b.cfg.DefaultTimeout
+	}
+	return context.WithTimeout(ctx, d)
+}

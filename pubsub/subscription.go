@@ -1,0 +1,770 @@
+package pubsub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stabilizer/stabilizer/pubsub/internal/consumer"
+	"github.com/stabilizer/stabilizer/pubsub/pubsubpb"
+	"github.com/stabilizer/stabilizer/stabilizer"
+)
+
+// StartKind says where a new subscription begins.
+type StartKind int
+
+// Where a subscription may start.
+const (
+	StartNew  StartKind = iota // messages stored here from now on
+	StartAll                   // every retained message
+	StartLast                  // the last message of each origin, then new ones
+	StartSeq                   // per origin, from Seqs[origin] on (others: all)
+	StartTime                  // messages with an HLC at or after Time
+)
+
+// SubOptions describe a subscription. A durable one that exists resumes
+// from its replicated position and ignores Start.
+type SubOptions struct {
+	Topic string
+	// Durable names a durable subscription; "" makes an ephemeral one.
+	Durable string
+	Start   StartKind
+	Seqs    map[string]uint64
+	Time    time.Time
+	// AckWait: default 30s. MaxDeliver: 0 unlimited. MaxAckPending: the
+	// bound on unacked messages, default 1000.
+	AckWait       time.Duration
+	MaxDeliver    int
+	MaxAckPending int
+	// DeadLetter is the topic that gets messages past MaxDeliver; without
+	// one they are dropped (counted as dead-lettered).
+	DeadLetter string
+	// PositionPredicate is what storing a durable position waits for;
+	// default "majority".
+	PositionPredicate string
+	// MaxInFlight bounds this consumer's unacked deliveries; 0: MaxAckPending.
+	MaxInFlight int
+}
+
+// Delivery is one message handed to a consumer.
+type Delivery struct {
+	Msg     *pubsubpb.Message
+	Attempt int
+}
+
+// AckKind is what a consumer says of a delivery.
+type AckKind int
+
+// What a consumer may say of a delivery.
+const (
+	Ack        AckKind = iota
+	Nak                // redeliver after Delay
+	InProgress         // restart the ack wait
+	Term               // never redeliver
+)
+
+// AckRequest names one delivery and what the consumer says of it.
+type AckRequest struct {
+	Origin  string
+	Seq     uint64
+	Attempt int
+	Kind    AckKind
+	Delay   time.Duration
+}
+
+type subKey struct{ topic, name string }
+
+// subscription is one subscription at this site: the pure state machine
+// (package consumer) and the pump goroutine that feeds it from storage,
+// hands its deliveries to the consumers and stores its position.
+type subscription struct {
+	b       *Broker
+	key     subKey
+	durable bool
+	opts    SubOptions
+	wake    chan struct{}
+	done    chan struct{} // the pump ended
+	stored  chan struct{} // closed once the final position is stored
+
+	mu struct {
+		sync.Mutex
+		st        *consumer.State
+		consumers map[consumer.ConsumerID]*Consumer
+		nextID    consumer.ConsumerID
+		cursors   map[string]uint64
+		bodies    map[consumer.MsgID]*pubsubpb.Message // offered, not yet delivered
+		closing   bool
+		dirty     bool // the position changed since it was last stored
+		storing   bool // a storeAsync runs
+		storeErr  error
+	}
+}
+
+// Consumer is one receiver attached to a subscription at this site.
+type Consumer struct {
+	s    *subscription
+	id   consumer.ConsumerID
+	wake chan struct{}
+	mu   struct {
+		sync.Mutex
+		queued []Delivery
+		closed bool
+	}
+}
+
+func (s *subscription) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Consumer) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// checkSubOptions fills defaults and refuses bad options.
+func (b *Broker) checkSubOptions(ctx context.Context, o *SubOptions) error {
+	if _, ok := b.topic(o.Topic); !ok {
+		if err := checkTopicName(o.Topic); err != nil {
+			return err
+		}
+		return unknownTopic(o.Topic, b.node.Site())
+	}
+	if o.Durable != "" {
+		if err := checkTopicName(o.Durable); err != nil {
+			return fmt.Errorf("%w: durable name: %v", ErrBadSubscription, err)
+		}
+	}
+	if o.AckWait < 0 || o.MaxDeliver < 0 || o.MaxAckPending < 0 || o.MaxInFlight < 0 {
+		return fmt.Errorf("%w: negative ack wait, max deliver, max ack pending or max in flight", ErrBadSubscription)
+	}
+	if o.AckWait == 0 {
+		o.AckWait = pubsubpb.DefaultAckWaitMs * time.Millisecond
+	}
+	if o.MaxAckPending == 0 {
+		o.MaxAckPending = pubsubpb.DefaultMaxAckPending
+	}
+	if o.MaxAckPending > 1_000_000 {
+		return fmt.Errorf("%w: max ack pending %d is above 1000000", ErrBadSubscription, o.MaxAckPending)
+	}
+	if o.PositionPredicate == "" {
+		o.PositionPredicate = "majority"
+	}
+	if _, err := b.node.Predicate(ctx, o.PositionPredicate); err != nil {
+		return fmt.Errorf("%w: position predicate %q: %v", ErrBadPredicate, o.PositionPredicate, err)
+	}
+	if o.DeadLetter != "" {
+		if o.DeadLetter == o.Topic {
+			return fmt.Errorf("%w: the dead-letter topic %q is the topic itself", ErrBadSubscription, o.DeadLetter)
+		}
+		if _, ok := b.topic(o.DeadLetter); !ok {
+			return fmt.Errorf("%w: dead-letter topic %q (create it first)", ErrUnknownTopic, o.DeadLetter)
+		}
+	}
+	if o.Start < StartNew || o.Start > StartTime {
+		return fmt.Errorf("%w: unknown start %d", ErrBadSubscription, o.Start)
+	}
+	return nil
+}
+
+// Subscribe attaches a consumer to a subscription at this site, creating
+// the subscription (an ephemeral one, or a durable one at its replicated
+// position) when it has no consumer here yet. Several consumers of one
+// durable subscription share its messages, each to one of them.
+func (b *Broker) Subscribe(ctx context.Context, o SubOptions) (*Consumer, error) {
+	if err := b.checkSubOptions(ctx, &o); err != nil {
+		return nil, err
+	}
+	for {
+		s, fresh, err := b.findSub(o)
+		if err != nil {
+			return nil, err
+		}
+		if fresh {
+			if err := s.init(ctx); err != nil {
+				b.dropSub(s)
+				close(s.done)
+				close(s.stored)
+				return nil, err
+			}
+			if !b.goBackground(s.pump) {
+				b.dropSub(s)
+				return nil, ErrClosed
+			}
+		}
+		c, ok := s.attach(o.MaxInFlight)
+		if ok {
+			return c, nil
+		}
+		// It was closing as its last consumer left: wait, then start anew.
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// findSub returns the subscription of o at this site, or registers a new one.
+func (b *Broker) findSub(o SubOptions) (*subscription, bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.closed {
+		return nil, false, ErrClosed
+	}
+	key := subKey{o.Topic, o.Durable}
+	if o.Durable == "" {
+		b.mu.ephemeral++
+		key.name = "~" + strconv.FormatUint(b.mu.ephemeral, 10)
+	}
+	if s, ok := b.mu.subs[key]; ok {
+		return s, false, nil
+	}
+	s := &subscription{b: b, key: key, durable: o.Durable != "", opts: o, wake: make(chan struct{}, 1),
+		done: make(chan struct{}), stored: make(chan struct{})}
+	s.mu.consumers = map[consumer.ConsumerID]*Consumer{}
+	s.mu.cursors = map[string]uint64{}
+	s.mu.bodies = map[consumer.MsgID]*pubsubpb.Message{}
+	b.mu.subs[key] = s
+	return s, true, nil
+}
+
+func (b *Broker) dropSub(s *subscription) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.subs[s.key] == s {
+		delete(b.mu.subs, s.key)
+	}
+}
+
+// wakeTopic wakes the pumps of a topic's subscriptions: new messages, or a
+// frontier that moved.
+func (b *Broker) wakeTopic(topic string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, s := range b.mu.subs {
+		if k.topic == topic {
+			s.signal()
+		}
+	}
+}
+
+// init sets the subscription's state: a durable one from the positions
+// every site stored (merged), or from its start; an ephemeral one from
+// its start.
+func (s *subscription) init(ctx context.Context) error {
+	cfg := consumer.Config{AckWait: s.opts.AckWait, MaxDeliver: s.opts.MaxDeliver, MaxAckPending: s.opts.MaxAckPending}
+	var pos consumer.Position
+	found := false
+	if s.durable {
+		var err error
+		pos, found, err = s.b.loadPosition(ctx, s.key, s.opts.PositionPredicate)
+		if err != nil {
+			return err
+		}
+	}
+	if !found {
+		var err error
+		if pos, err = s.b.startPosition(s.opts); err != nil {
+			return err
+		}
+	}
+	st := consumer.New(cfg, pos)
+	s.mu.Lock()
+	s.mu.st = st
+	for o, p := range pos {
+		s.mu.cursors[o] = p.Floor
+	}
+	s.mu.Unlock()
+	if s.durable && !found {
+		// Stored at once, so that a consumer that moves to another site
+		// before acking anything starts where this one did.
+		if err := s.b.storePosition(ctx, s.key, s.opts, st.Position()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startPosition turns a start into per-origin floors.
+func (b *Broker) startPosition(o SubOptions) (consumer.Position, error) {
+	pos := consumer.Position{}
+	stats := b.store.stats(o.Topic)
+	switch o.Start {
+	case StartAll:
+	case StartNew:
+		for origin, st := range stats {
+			pos[origin] = consumer.OriginPos{Floor: st.LastSeq}
+		}
+	case StartLast:
+		for origin, st := range stats {
+			if st.LastSeq > 0 {
+				pos[origin] = consumer.OriginPos{Floor: st.LastSeq - 1}
+			}
+		}
+	case StartSeq:
+		for origin, seq := range o.Seqs {
+			if _, ok := b.node.Schema().SiteIndex(origin); !ok {
+				return nil, fmt.Errorf("%w: start seq for unknown site %q (known: %v)", ErrBadSubscription, origin, b.node.Schema().Sites)
+			}
+			if seq > 0 {
+				pos[origin] = consumer.OriginPos{Floor: seq - 1}
+			}
+		}
+	case StartTime:
+		at := o.Time.UnixNano()
+		for origin, st := range stats {
+			floor := st.LastSeq
+			err := b.store.scan(o.Topic, origin, 0, st.LastSeq, 0, func(m stored) bool {
+				if m.HLC.Wall >= at {
+					floor = m.Seq - 1
+					return false
+				}
+				return true
+			})
+			if err != nil {
+				return nil, err
+			}
+			pos[origin] = consumer.OriginPos{Floor: floor}
+		}
+	}
+	return pos, nil
+}
+
+// attach adds a consumer, unless the subscription is closing.
+func (s *subscription) attach(maxInFlight int) (*Consumer, bool) {
+	s.mu.Lock()
+	if s.mu.closing {
+		s.mu.Unlock()
+		return nil, false
+	}
+	s.mu.nextID++
+	c := &Consumer{s: s, id: s.mu.nextID, wake: make(chan struct{}, 1)}
+	s.mu.consumers[c.id] = c
+	s.mu.st.Attach(c.id, maxInFlight)
+	s.mu.Unlock()
+	s.b.aud.addLocal(s.key.topic, 1)
+	s.signal()
+	return c, true
+}
+
+// Next waits for deliveries for this consumer.
+func (c *Consumer) Next(ctx context.Context) ([]Delivery, error) {
+	for {
+		c.mu.Lock()
+		q := c.mu.queued
+		c.mu.queued = nil
+		closed := c.mu.closed
+		c.mu.Unlock()
+		if len(q) > 0 {
+			return q, nil
+		}
+		if closed {
+			return nil, ErrClosed
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.wake:
+		}
+	}
+}
+
+// Ack applies what the consumer says of one delivery.
+func (c *Consumer) Ack(a AckRequest) error {
+	s := c.s
+	now := s.b.cfg.Now()
+	m := consumer.MsgID{Origin: a.Origin, Seq: a.Seq}
+	s.mu.Lock()
+	var err error
+	switch a.Kind {
+	case Ack:
+		err = s.mu.st.Ack(c.id, m, a.Attempt, now)
+	case Nak:
+		err = s.mu.st.Nak(c.id, m, a.Attempt, a.Delay, now)
+	case InProgress:
+		err = s.mu.st.InProgress(c.id, m, a.Attempt, now)
+	case Term:
+		err = s.mu.st.Term(c.id, m, a.Attempt, now)
+	default:
+		err = fmt.Errorf("%w: unknown ack kind %d", ErrBadSubscription, a.Kind)
+	}
+	if err == nil && (a.Kind == Ack || a.Kind == Term) {
+		s.mu.dirty = true
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("pubsub: %s %s/%d attempt %d: %w", ackName(a.Kind), a.Origin, a.Seq, a.Attempt, err)
+	}
+	if a.Kind == Ack || a.Kind == Term {
+		s.b.metrics.acked.WithLabelValues(s.key.topic, s.label()).Inc()
+	}
+	s.signal()
+	return nil
+}
+
+func ackName(k AckKind) string {
+	switch k {
+	case Ack:
+		return "ack"
+	case Nak:
+		return "nak"
+	case InProgress:
+		return "in-progress"
+	case Term:
+		return "term"
+	}
+	return "ack kind " + strconv.Itoa(int(k))
+}
+
+// label names the subscription in metrics: ephemeral ones share one.
+func (s *subscription) label() string {
+	if !s.durable {
+		return "~ephemeral"
+	}
+	return s.key.name
+}
+
+// Close detaches the consumer: what it had not acked is redelivered to the
+// others, or, when it was the last one here, the subscription stores its
+// position (a durable one: waiting for the position predicate) and ends.
+func (c *Consumer) Close(ctx context.Context) error {
+	s := c.s
+	s.mu.Lock()
+	if _, ok := s.mu.consumers[c.id]; !ok {
+		s.mu.Unlock()
+		return nil
+	}
+	delete(s.mu.consumers, c.id)
+	s.mu.st.Detach(c.id, s.b.cfg.Now())
+	last := len(s.mu.consumers) == 0
+	if last {
+		s.mu.closing = true
+	}
+	s.mu.Unlock()
+	c.mu.Lock()
+	c.mu.closed = true
+	c.mu.Unlock()
+	c.signal()
+	s.b.aud.addLocal(s.key.topic, -1)
+	s.signal()
+	if !last {
+		return nil
+	}
+	select {
+	case <-s.stored:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.storeErr
+}
+
+// Info describes the subscription.
+func (c *Consumer) Info() SubscriptionInfo { return c.s.info() }
+
+// shutdown ends the subscription as the broker closes.
+func (s *subscription) shutdown() {
+	s.mu.Lock()
+	cs := make([]*Consumer, 0, len(s.mu.consumers))
+	for _, c := range s.mu.consumers {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, c := range cs {
+		_ = c.Close(ctx)
+	}
+}
+
+// pump feeds the state machine from storage and hands out its deliveries
+// until the last consumer left; then it stores the final position.
+func (s *subscription) pump() {
+	defer close(s.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	lastStore := time.Time{}
+	for {
+		if s.closingNow() {
+			s.finish()
+			return
+		}
+		s.fill()
+		s.dispatch()
+		s.deadLetters()
+		now := s.b.cfg.Now()
+		wait := time.Hour
+		if d, ok := s.nextDeadline(); ok {
+			wait = max(d.Sub(now), 0)
+		}
+		if s.durable && s.isDirty() {
+			if since := now.Sub(lastStore); since >= s.b.cfg.PositionInterval {
+				s.storeAsync()
+				lastStore = now
+			} else {
+				wait = min(wait, s.b.cfg.PositionInterval-since)
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-s.wake:
+		case <-timer.C:
+		case <-s.b.ctx.Done():
+			s.finish()
+			return
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+func (s *subscription) closingNow() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closing
+}
+
+func (s *subscription) isDirty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.dirty
+}
+
+func (s *subscription) nextDeadline() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.st.NextDeadline()
+}
+
+// fill offers the state machine the messages it has room for, per origin
+// in seq order, up to what the topic's delivery predicate lets this site
+// deliver.
+func (s *subscription) fill() {
+	t, ok := s.b.topic(s.key.topic)
+	if !ok {
+		return
+	}
+	for origin, st := range s.b.store.stats(s.key.topic) {
+		upTo := st.LastSeq
+		if t.delivery != "" {
+			f, err := s.b.node.Frontier(s.b.ctx, stabilizer.StreamID{Origin: origin, Name: Stream}, t.delivery)
+			if err != nil {
+				continue
+			}
+			upTo = min(upTo, f.Seq)
+		}
+		s.fillOrigin(origin, upTo)
+	}
+}
+
+func (s *subscription) fillOrigin(origin string, upTo uint64) {
+	s.mu.Lock()
+	room := s.mu.st.Room()
+	after := s.mu.cursors[origin]
+	s.mu.Unlock()
+	if room <= 0 || upTo <= after {
+		return
+	}
+	var batch []stored
+	err := s.b.store.scan(s.key.topic, origin, after, upTo, room, func(m stored) bool {
+		batch = append(batch, m)
+		return true
+	})
+	if err != nil {
+		s.b.log.Warn("read messages", "topic", s.key.topic, "origin", origin, "error", err)
+		return
+	}
+	now := s.b.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range batch {
+		id := consumer.MsgID{Origin: origin, Seq: m.Seq}
+		s.mu.cursors[origin] = m.Seq
+		if s.mu.st.Acked(id) {
+			continue
+		}
+		if err := s.mu.st.Offer(id, now); err != nil {
+			s.mu.cursors[origin] = m.Seq - 1
+			return
+		}
+		s.mu.bodies[id] = m.Msg
+	}
+}
+
+// dispatch hands the state machine's deliveries to their consumers.
+func (s *subscription) dispatch() {
+	now := s.b.cfg.Now()
+	s.mu.Lock()
+	s.mu.st.Tick(now)
+	ds := s.mu.st.Next(now)
+	type out struct {
+		c *Consumer
+		d Delivery
+	}
+	outs := make([]out, 0, len(ds))
+	var missing []consumer.Delivery
+	for _, d := range ds {
+		c := s.mu.consumers[d.Consumer]
+		body, ok := s.mu.bodies[d.Msg]
+		if ok {
+			delete(s.mu.bodies, d.Msg)
+		} else {
+			missing = append(missing, d)
+			continue
+		}
+		outs = append(outs, out{c, Delivery{Msg: body, Attempt: d.Attempt}})
+	}
+	s.mu.Unlock()
+	for _, d := range missing {
+		// A redelivery: read the message again rather than keep every
+		// unacked body in memory.
+		body := s.read(d.Msg)
+		if body == nil {
+			continue
+		}
+		s.mu.Lock()
+		c := s.mu.consumers[d.Consumer]
+		s.mu.Unlock()
+		outs = append(outs, out{c, Delivery{Msg: body, Attempt: d.Attempt}})
+	}
+	topic, label := s.key.topic, s.label()
+	for _, o := range outs {
+		if o.c == nil {
+			continue
+		}
+		o.c.mu.Lock()
+		o.c.mu.queued = append(o.c.mu.queued, o.d)
+		o.c.mu.Unlock()
+		o.c.signal()
+		s.b.metrics.delivered.WithLabelValues(topic, label).Inc()
+		if o.d.Attempt > 1 {
+			s.b.metrics.redelivered.WithLabelValues(topic, label).Inc()
+		} else if h := o.d.Msg.GetHlc(); h != nil {
+			s.b.metrics.lag.WithLabelValues(topic).Observe(max(0, float64(now.UnixNano()-h.Wall)/1e9))
+		}
+	}
+	s.mu.Lock()
+	st := s.mu.st.Stats()
+	s.mu.Unlock()
+	s.b.metrics.unacked.WithLabelValues(topic, label).Set(float64(st.Pending))
+}
+
+func (s *subscription) read(id consumer.MsgID) *pubsubpb.Message {
+	var out *pubsubpb.Message
+	err := s.b.store.scan(s.key.topic, id.Origin, id.Seq-1, id.Seq, 1, func(m stored) bool {
+		out = m.Msg
+		return false
+	})
+	if err != nil {
+		s.b.log.Warn("read message", "topic", s.key.topic, "origin", id.Origin, "seq", id.Seq, "error", err)
+	}
+	return out
+}
+
+// deadLetters publishes messages past their last delivery to the
+// dead-letter topic, and only then counts them as done.
+func (s *subscription) deadLetters() {
+	s.mu.Lock()
+	dls := s.mu.st.DeadLetters()
+	s.mu.Unlock()
+	for _, dl := range dls {
+		if s.opts.DeadLetter != "" {
+			body := s.read(dl.Msg)
+			if body == nil {
+				continue
+			}
+			h := map[string]string{}
+			for k, v := range body.Headers {
+				h[k] = v
+			}
+			h[pubsubpb.HeaderDeadLetterTopic] = s.key.topic
+			h[pubsubpb.HeaderDeadLetterOrigin] = dl.Msg.Origin
+			h[pubsubpb.HeaderDeadLetterSeq] = strconv.FormatUint(dl.Msg.Seq, 10)
+			h[pubsubpb.HeaderDeadLetterDeliveries] = strconv.Itoa(dl.Deliveries)
+			id := "dl:" + s.key.topic + ":" + s.key.name + ":" + dl.Msg.Origin + ":" + strconv.FormatUint(dl.Msg.Seq, 10)
+			_, err := s.b.Publish(s.b.ctx, Message{Topic: s.opts.DeadLetter, Data: body.Data, Headers: h, ID: id}, 0)
+			if err != nil {
+				s.b.log.Warn("dead-letter publish failed; the message stays pending", "topic", s.key.topic, "dead_letter", s.opts.DeadLetter, "error", err)
+				continue
+			}
+		}
+		s.mu.Lock()
+		if err := s.mu.st.Resolve(dl.Msg); err == nil {
+			s.mu.dirty = true
+		}
+		s.mu.Unlock()
+		s.b.metrics.deadLettered.WithLabelValues(s.key.topic, s.label()).Inc()
+	}
+}
+
+// storeAsync stores the position without holding up the pump; one store
+// runs at a time, and the next one takes the newest position.
+func (s *subscription) storeAsync() {
+	s.mu.Lock()
+	if !s.mu.dirty || s.mu.storing {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.dirty, s.mu.storing = false, true
+	pos := s.mu.st.Position()
+	s.mu.Unlock()
+	ok := s.b.goBackground(func() {
+		ctx, cancel := context.WithTimeout(s.b.ctx, s.b.cfg.DefaultTimeout)
+		defer cancel()
+		err := s.b.storePosition(ctx, s.key, s.opts, pos)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.b.log.Warn("store position", "topic", s.key.topic, "subscription", s.key.name, "error", err)
+		}
+		s.mu.Lock()
+		s.mu.storing = false
+		if err != nil {
+			s.mu.dirty = true
+		}
+		s.mu.Unlock()
+		s.signal()
+	})
+	if !ok {
+		s.mu.Lock()
+		s.mu.storing, s.mu.dirty = false, true
+		s.mu.Unlock()
+	}
+}
+
+// finish stores the final position of a durable subscription and removes
+// the subscription from the broker.
+func (s *subscription) finish() {
+	s.b.dropSub(s)
+	defer close(s.stored)
+	s.mu.Lock()
+	s.mu.closing = true
+	for _, c := range s.mu.consumers {
+		c.mu.Lock()
+		c.mu.closed = true
+		c.mu.Unlock()
+		c.signal()
+	}
+	pos := s.mu.st.Position()
+	s.mu.Unlock()
+	if !s.durable {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.b.ctx), s.b.cfg.DefaultTimeout)
+	defer cancel()
+	err := s.b.storePosition(ctx, s.key, s.opts, pos)
+	s.mu.Lock()
+	s.mu.storeErr = err
+	s.mu.Unlock()
+}
