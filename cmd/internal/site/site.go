@@ -27,6 +27,8 @@ import (
 	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
 	"github.com/stabilizer/stabilizer/kv/lin"
+	"github.com/stabilizer/stabilizer/pubsub"
+	"github.com/stabilizer/stabilizer/pubsub/pubsubpb"
 	"github.com/stabilizer/stabilizer/stabilizer"
 	"github.com/stabilizer/stabilizer/stabilizer/transport"
 )
@@ -42,6 +44,7 @@ type Site struct {
 	http    *http.Server
 	peers   []*kvclient.Client
 	linear  *kv.Linear
+	broker  *pubsub.Broker
 	reg     *prometheus.Registry
 	started time.Time
 }
@@ -133,11 +136,20 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.broker, err = pubsub.New(pubsub.Config{Node: node, KV: s.store, Logger: log.Named("pubsub"), Registerer: s.reg})
+	if err != nil {
+		return nil, err
+	}
 	linear, err := s.newLinear(node)
 	if err != nil {
 		return nil, err
 	}
 	if err := node.Start(); err != nil {
+		return nil, err
+	}
+	// Before the node closes: it stores the durable positions.
+	closers = append(closers, func() { s.broker.Close() })
+	if err := s.broker.Start(); err != nil {
 		return nil, err
 	}
 	if linear != nil {
@@ -169,8 +181,8 @@ func (s *Site) serveGRPC(l net.Listener, tlsCfg *tls.Config) {
 		}
 		reqs.WithLabelValues(method, predicateLabel(pred), outcome).Observe(d.Seconds())
 	}
-	max := s.cfg.KV.MaxValueBytes + s.cfg.KV.MaxKeyBytes + 64<<10
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(max)}
+	limit := max(s.cfg.KV.MaxValueBytes+s.cfg.KV.MaxKeyBytes, pubsub.MaxMessageBytes) + 64<<10
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(limit)}
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
@@ -180,6 +192,7 @@ func (s *Site) serveGRPC(l net.Listener, tlsCfg *tls.Config) {
 	}
 	kvpb.RegisterKVServer(s.grpc, srv)
 	kvpb.RegisterAdminServer(s.grpc, srv)
+	pubsubpb.RegisterPubSubServer(s.grpc, pubsub.NewServer(s.broker))
 	go func() {
 		if err := s.grpc.Serve(l); err != nil {
 			s.log.Error("client API stopped", "error", err)
@@ -242,6 +255,9 @@ func (s *Site) serveHTTP(l net.Listener) {
 func (s *Site) Shutdown(ctx context.Context) error {
 	var errs []error
 	done := make(chan struct{})
+	// Subscriptions end first, storing their durable positions while the
+	// node and its peers still answer; their streams then end.
+	errs = append(errs, s.broker.Close())
 	go func() {
 		// Clients keep their write streams open: ask them to close them,
 		// or GracefulStop would wait for them until ctx ends.
