@@ -150,8 +150,9 @@ type Broker struct {
 		started   bool
 		topics    map[string]*topicState
 		subs      map[subKey]*subscription
-		ephemeral uint64               // names ephemeral subscriptions
-		pending   map[string]pendingID // msg ids of own publishes not yet applied
+		byTopic   map[string]map[*subscription]struct{} // the same, by topic
+		ephemeral uint64                                // names ephemeral subscriptions
+		pending   map[string]pendingID                  // msg ids of own publishes not yet applied
 	}
 }
 
@@ -188,6 +189,7 @@ func New(cfg Config) (*Broker, error) {
 	b.metrics = newMetrics(cfg.Registerer, cfg.Node.Site())
 	b.mu.topics = map[string]*topicState{}
 	b.mu.subs = map[subKey]*subscription{}
+	b.mu.byTopic = map[string]map[*subscription]struct{}{}
 	b.mu.pending = map[string]pendingID{}
 	b.aud = newAudience(b)
 	if err := b.store.open(); err != nil {
@@ -385,9 +387,11 @@ func (b *Broker) watchFrontiers() {
 func (b *Broker) wakeDelivery(pred string, all bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for k, s := range b.mu.subs {
-		if t, ok := b.mu.topics[k.topic]; ok && (all || (t.delivery != "" && t.delivery == pred)) {
-			s.signal()
+	for topic, subs := range b.mu.byTopic {
+		if t, ok := b.mu.topics[topic]; ok && (all || (t.delivery != "" && t.delivery == pred)) {
+			for s := range subs {
+				s.signal()
+			}
 		}
 	}
 }

@@ -96,6 +96,7 @@ type subscription struct {
 		nextID    consumer.ConsumerID
 		cursors   map[string]uint64
 		bodies    map[consumer.MsgID]*pubsubpb.Message // offered, not yet delivered
+		bodyBytes int                                  // their sizes, bounded by maxBodyBytes
 		closing   bool
 		dirty     bool // the position changed since it was last stored
 		storing   bool // a storeAsync runs
@@ -233,6 +234,10 @@ func (b *Broker) findSub(o SubOptions) (*subscription, bool, error) {
 	s.mu.cursors = map[string]uint64{}
 	s.mu.bodies = map[consumer.MsgID]*pubsubpb.Message{}
 	b.mu.subs[key] = s
+	if b.mu.byTopic[key.topic] == nil {
+		b.mu.byTopic[key.topic] = map[*subscription]struct{}{}
+	}
+	b.mu.byTopic[key.topic][s] = struct{}{}
 	return s, true, nil
 }
 
@@ -242,6 +247,10 @@ func (b *Broker) dropSub(s *subscription) {
 	if b.mu.subs[s.key] == s {
 		delete(b.mu.subs, s.key)
 	}
+	delete(b.mu.byTopic[s.key.topic], s)
+	if len(b.mu.byTopic[s.key.topic]) == 0 {
+		delete(b.mu.byTopic, s.key.topic)
+	}
 }
 
 // wakeTopic wakes the pumps of a topic's subscriptions: new messages, or a
@@ -249,10 +258,8 @@ func (b *Broker) dropSub(s *subscription) {
 func (b *Broker) wakeTopic(topic string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for k, s := range b.mu.subs {
-		if k.topic == topic {
-			s.signal()
-		}
+	for s := range b.mu.byTopic[topic] {
+		s.signal()
 	}
 }
 
@@ -600,9 +607,17 @@ func (s *subscription) fillOrigin(origin string, upTo uint64) {
 			s.mu.cursors[origin] = m.Seq - 1
 			return
 		}
-		s.mu.bodies[id] = m.Msg
+		if n := len(m.Msg.Data); s.mu.bodyBytes+n <= maxBodyBytes {
+			s.mu.bodies[id] = m.Msg
+			s.mu.bodyBytes += n
+		}
 	}
 }
+
+// maxBodyBytes bounds the messages a subscription keeps between reading
+// them and handing them out; past it, a delivery reads its message again,
+// so that a stopped consumer costs MaxAckPending ids, not their bodies.
+const maxBodyBytes = 4 << 20
 
 // dispatch hands the state machine's deliveries to their consumers.
 func (s *subscription) dispatch() {
@@ -621,6 +636,7 @@ func (s *subscription) dispatch() {
 		body, ok := s.mu.bodies[d.Msg]
 		if ok {
 			delete(s.mu.bodies, d.Msg)
+			s.mu.bodyBytes -= len(body.Data)
 		} else {
 			missing = append(missing, d)
 			continue
