@@ -18,6 +18,22 @@ type statusView struct {
 	Uptime    string
 	Streams   []streamView
 	Preds     []predView
+	Topics    []topicView
+}
+
+type topicView struct {
+	Name, PublishAck, Delivery string
+	Stored                     uint64 // messages stored here, every origin
+	Audience                   []string
+	Subs                       []subView
+}
+
+type subView struct {
+	Name                    string // "(ephemeral)" for one
+	Site                    string
+	Consumers               int
+	Unacked, Delivered      uint64
+	Redelivered, DeadLetter uint64
 }
 
 type predView struct{ Name, Source string }
@@ -64,6 +80,7 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 		}
 		v.Streams = append(v.Streams, sv)
 	}
+	v.Topics = s.topicsView(ctx)
 	slices.SortFunc(v.Streams, func(a, b streamView) int {
 		if a.Stream != b.Stream {
 			if a.Stream < b.Stream {
@@ -77,6 +94,29 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 		return 1
 	})
 	return v, nil
+}
+
+func (s *Site) topicsView(ctx context.Context) []topicView {
+	var out []topicView
+	for _, t := range s.broker.Topics(ctx) {
+		tv := topicView{Name: t.Name, PublishAck: t.PublishAck, Delivery: t.Delivery, Audience: t.Audience}
+		if tv.Delivery == "" {
+			tv.Delivery = "persisted here"
+		}
+		for _, o := range t.Origins {
+			tv.Stored += o.Messages
+		}
+		for _, sub := range t.Subscriptions {
+			name := sub.Name
+			if !sub.Durable {
+				name = "(ephemeral)"
+			}
+			tv.Subs = append(tv.Subs, subView{Name: name, Site: sub.Site, Consumers: sub.Consumers, Unacked: sub.Stats.Pending,
+				Delivered: sub.Stats.Delivered, Redelivered: sub.Stats.Redelivered, DeadLetter: sub.Stats.DeadLettered})
+		}
+		out = append(out, tv)
+	}
+	return out
 }
 
 func (s *Site) statusJSON(w http.ResponseWriter, r *http.Request) {
@@ -135,5 +175,14 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 {{range .Frontiers}}<tr><td class=l>{{.Predicate}}</td><td>{{.Seq}}</td><td class="{{if .Behind}}behind{{end}}">{{.Behind}}</td><td>{{.Version}}</td></tr>{{end}}
 </table>
 {{else}}<p>No streams yet.</p>{{end}}
+<h2>Topics</h2>
+{{range .Topics}}
+<h3>{{.Name}} — {{.Stored}} messages stored here</h3>
+<p>publish-ack <code>{{.PublishAck}}</code>, delivery <code>{{.Delivery}}</code>{{if .Audience}}, audience {{range .Audience}}{{.}} {{end}}{{end}}</p>
+<table><tr><th class=l>subscription</th><th class=l>site</th><th>consumers</th><th>unacked</th><th>delivered</th><th>redelivered</th><th>dead-lettered</th></tr>
+{{range .Subs}}<tr><td class=l>{{.Name}}</td><td class=l>{{.Site}}</td><td>{{.Consumers}}</td><td class="{{if .Unacked}}behind{{end}}">{{.Unacked}}</td><td>{{.Delivered}}</td><td>{{.Redelivered}}</td><td>{{.DeadLetter}}</td></tr>
+{{else}}<tr><td class=l colspan=7>no subscriptions</td></tr>{{end}}
+</table>
+{{else}}<p>No topics yet.</p>{{end}}
 </body></html>
 `))
