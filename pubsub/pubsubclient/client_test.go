@@ -3,6 +3,7 @@ package pubsubclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -441,5 +442,41 @@ func TestCloseFailsFutures(t *testing.T) {
 	}
 	if _, err := c.PublishAsync(ctx, "orders", nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("PublishAsync after Close: %v", err)
+	}
+}
+
+// TestPublishAsyncUnavailableAnswer: a publish the site answers with
+// Unavailable moves the client: with an id it is made at the next site,
+// without one it fails, and later publishes go to the next site.
+func TestPublishAsyncUnavailableAnswer(t *testing.T) {
+	_, ss := fakes(t, "us-east-1", "eu-west-1")
+	c := dial(t, ss)
+	ctx := testCtx(t)
+	mustCreate(t, c, "orders")
+	unavailable := status.Error(codes.Unavailable, "shutting down")
+	ss[0].FailNext("Publishes", unavailable)
+	ss[1].FailNext("Publishes", unavailable)
+	ss[0].FailNext("Publishes", unavailable)
+	// Without id: fails at us-east-1, then at eu-west-1; with one: fails
+	// at us-east-1, made at eu-west-1, where the client stays.
+	for i, want := range []string{"unavailable", "unavailable", "eu-west-1", "eu-west-1"} {
+		var opts []PublishOption
+		if i >= 2 {
+			opts = []PublishOption{MsgID(fmt.Sprint(i))}
+		}
+		f, err := c.PublishAsync(ctx, "orders", nil, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := f.Result()
+		got := a.Origin
+		if errors.Is(err, ErrUnavailable) {
+			got = "unavailable"
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("publish %d: %s (%v), want %s", i, got, err, want)
+		}
 	}
 }

@@ -221,7 +221,9 @@ func (p *publisher) read(stream pubsubpb.PubSub_PublishesClient) {
 }
 
 // answer hands r to its Future. A publish the site answered Unavailable
-// goes to the next site like one of a lost stream.
+// goes to the next site like one of a lost stream, if it may, and the
+// client moves there: this stream takes no more publishes and ends once
+// its last is answered.
 func (p *publisher) answer(r *pubsubpb.PublishReply) {
 	p.mu.Lock()
 	f := p.mu.pending[r.ReqId]
@@ -232,9 +234,14 @@ func (p *publisher) answer(r *pubsubpb.PublishReply) {
 		return
 	}
 	switch {
-	case r.Code == int32(codes.Unavailable) && f.req.MsgId != "" && f.tries < len(p.c.addrs):
+	case r.Code == int32(codes.Unavailable):
+		p.retired.Store(true)
 		p.c.failover(p.site.gen)
-		p.c.enqueue(f)
+		if f.req.MsgId != "" && f.tries < len(p.c.addrs) {
+			p.c.enqueue(f)
+		} else {
+			f.finish(PubAck{}, newError(f.op, p.site.addr, codes.Unavailable, r.Error, ErrUnknownTopic))
+		}
 	case r.Code != 0:
 		f.finish(PubAck{}, newError(f.op, p.site.addr, codes.Code(r.Code), r.Error, ErrUnknownTopic))
 	case r.Result == nil:
@@ -244,6 +251,23 @@ func (p *publisher) answer(r *pubsubpb.PublishReply) {
 			p.c.learn(p.site.addr, r.Result.Origin)
 		}
 		f.finish(pubAckOf(r.Result), nil)
+	}
+	if p.retired.Load() {
+		p.endIfIdle()
+	}
+}
+
+// endIfIdle ends a retired stream that has no publish left to answer.
+func (p *publisher) endIfIdle() {
+	p.mu.Lock()
+	idle := len(p.mu.pending) == 0 && !p.mu.failed
+	if idle {
+		// enqueue refuses from now on.
+		p.mu.failed = true
+	}
+	p.mu.Unlock()
+	if idle {
+		p.cancel()
 	}
 }
 
