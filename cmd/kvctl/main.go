@@ -78,7 +78,7 @@ See DESIGN.md §3 for the language.`,
 	root.AddCommand(pred)
 	root.AddCommand(newKVCmds(g, r)...)
 	root.AddCommand(newFrontierCmd(g, r), newClusterCmd(g, r), newCASCmd(g, r), newLeaseCmd(g, r))
-	root.AddCommand(newTopicCmd(g, r))
+	root.AddCommand(newTopicCmd(g, r), newPubCmd(g, r), newSubCmd(g, r))
 	return root
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -104,12 +105,122 @@ orders  majority     persisted here  0        0         0
 		{args: []string{"topic", "list", "-o", "json"}, stdout: `\[\{"topic":\{"name":"jobs".*\},\{"topic":\{"name":"orders".*\}\]
 `},
 		{args: []string{"topic", "list", "-o", "yaml"}, code: 2, stderr: "unknown output format"},
-		{args: []string{"topic", "inspect", "orders", "-o", "table"}, stdout: `topic orders, .*`},
+		{args: []string{"pub", "orders", "m"}, stdout: "OK us-east-1/pubsub seq 1\n"},
+		{args: []string{"topic", "inspect", "orders", "-o", "table"}, stdout: `topic orders, .*
+ORIGIN     MESSAGES  LAST SEQ  DELIVERY FRONTIER
+us-east-1  1         1         2
+`},
 		{args: []string{"topic", "inspect", "nope"}, code: 1,
 			stderr: `kvctl: topic "nope" does not exist at ` + site.Addr + `: create it with kvctl topic create nope`},
 		{args: []string{"topic", "delete", "jobs"}, stdout: "deleted topic jobs\n"},
 		{args: []string{"topic", "delete", "jobs", "-o", "json"}, code: 1, stderr: `topic "jobs" does not exist at`},
 	})
+}
+
+func TestPubCommands(t *testing.T) {
+	cl := pubsubclienttest.NewCluster()
+	site := cl.Start(t, "us-east-1")
+	(pubsubCase{args: []string{"topic", "create", "orders"}, stdout: ".*"}).run(t, site.Addr)
+	(pubsubCase{args: []string{"topic", "create", "small", "--max-message-bytes", "3"}, stdout: ".*"}).run(t, site.Addr)
+	runAll(t, site.Addr, []pubsubCase{
+		{args: []string{"pub", "orders", "a", "b", "--header", "k=v", "--header", "j=w=x", "-o", "json"},
+			stdout: `\{"topic":"orders","n":1,"origin":"us-east-1","seq":1,"hlc":\{"wall":\d+,"logical":0\},"frontier":\{"predicate":"majority","seq":1,"version":1\}\}
+\{"topic":"orders","n":2,"origin":"us-east-1","seq":2,.*\}
+`},
+		{args: []string{"pub", "orders", "--id-prefix", "p-", "-o", "json"}, stdin: "x\n\ny\r\n",
+			stdout: `\{"topic":"orders","n":1,"id":"p-1","origin":"us-east-1","seq":3,.*\}
+\{"topic":"orders","n":3,"id":"p-3","origin":"us-east-1","seq":4,.*\}
+`},
+		// Again: nothing is published twice.
+		{args: []string{"pub", "orders", "-", "--id-prefix", "p-"}, stdin: "x\n\ny\r\n",
+			stdout: `OK us-east-1/pubsub seq 3 \(duplicate: published before, nothing published now\)
+OK us-east-1/pubsub seq 4 \(duplicate: .*\)
+`},
+		{args: []string{"pub", "orders", "--async"}, stdin: "1\n2\n3\n4\n5\n",
+			stdout: "OK us-east-1/pubsub seq 5\nOK us-east-1/pubsub seq 6\nOK us-east-1/pubsub seq 7\nOK us-east-1/pubsub seq 8\nOK us-east-1/pubsub seq 9\n"},
+		{args: []string{"pub", "orders", "z", "--id", "z-1", "-o", "table"}, stdout: `N  ORIGIN     SEQ  HLC\s+ID   DUPLICATE
+1  us-east-1  10   ` + hlc + `\s+z-1\s*
+`},
+		{args: []string{"pub", "orders", "a", "b", "--id", "x"}, code: 2, stderr: "--id names one message; to name each of several, give --id-prefix"},
+		{args: []string{"pub", "orders", "a", "--id", "x", "--id-prefix", "y"}, code: 2, stderr: "give --id or --id-prefix, not both"},
+		{args: []string{"pub", "orders", "a", "--header", "novalue"}, code: 2, stderr: `--header "novalue": want KEY=VALUE`},
+		{args: []string{"pub", "orders", "a", "--header", "=v"}, code: 2, stderr: `--header "=v": want KEY=VALUE`},
+		{args: []string{"pub"}, code: 2, stderr: "kvctl pub takes TOPIC, then the messages"},
+		{args: []string{"pub", "nope", "a"}, code: 1, stderr: `topic "nope" does not exist at ` + site.Addr + `: create it with kvctl topic create nope`},
+		{args: []string{"pub", "nope", "a", "b"}, code: 1, stderr: `kvctl: message 1: topic "nope" does not exist`},
+		// What was published before the error is printed.
+		{args: []string{"pub", "small", "--async"}, stdin: "ok\ntoo long\n", code: 1, stdout: "OK us-east-1/pubsub seq 11\n",
+			stderr: "kvctl: line 2: message of 8 bytes is larger than topic small's max_message_bytes 3: data plus headers must fit the topic's max-message-bytes (see kvctl topic inspect small)"},
+	})
+	reqs := site.PublishRequests()
+	if r := reqs[0]; r.Headers["k"] != "v" || r.Headers["j"] != "w=x" || string(r.Data) != "a" {
+		t.Errorf("first publish %v", r)
+	}
+	if r := reqs[3]; string(r.Data) != "y" || r.MsgId != "p-3" {
+		t.Errorf("stdin's second line: %v", r)
+	}
+}
+
+func TestSubCommands(t *testing.T) {
+	cl := pubsubclienttest.NewCluster()
+	site := cl.Start(t, "us-east-1")
+	(pubsubCase{args: []string{"topic", "create", "orders"}, stdout: ".*"}).run(t, site.Addr)
+	(pubsubCase{args: []string{"pub", "orders", "a", "b", "c", "--header", "k=v"}, stdout: ".*"}).run(t, site.Addr)
+	runAll(t, site.Addr, []pubsubCase{
+		{args: []string{"sub", "orders", "--start", "all", "--count", "2"}, stdout: "a\nb\n"},
+		{args: []string{"sub", "orders", "--start", "all", "--count", "1", "-o", "json"},
+			stdout: `\{"topic":"orders","origin":"us-east-1","seq":1,"hlc":\{"wall":\d+,"logical":0\},"headers":\{"k":"v"\},"data":"a","attempt":1\}
+`},
+		{args: []string{"sub", "orders", "--start", "seq:us-east-1=3", "--count", "1", "-o", "table"},
+			stdout: `ORIGIN                SEQ  HLC                           ATTEMPT  ID               DATA
+us-east-1               3  ` + hlc + `\s+1  -                k=v c
+`},
+		{args: []string{"sub", "orders", "--start", "last", "--count", "1"}, stdout: "c\n"},
+		{args: []string{"sub", "orders", "--start", "time:2000-01-01T00:00:00Z", "--count", "1"}, stdout: "a\n"},
+		// A durable subscription resumes after what was acked.
+		{args: []string{"sub", "orders", "--durable", "d", "--start", "all", "--count", "1"}, stdout: "a\n"},
+		{args: []string{"sub", "orders", "--durable", "d", "--count", "1"}, stdout: "b\n"},
+		// Unacked: delivered again.
+		{args: []string{"sub", "orders", "--durable", "d", "--count", "1", "--no-ack"}, stdout: "c\n"},
+		{args: []string{"sub", "orders", "--durable", "d", "--count", "1"}, stdout: "c\n"},
+		{args: []string{"sub", "orders", "--start", "bogus"}, code: 2,
+			stderr: `kvctl: --start "bogus": want all, new, last, seq:ORIGIN=N,... or time:RFC3339`},
+		{args: []string{"sub", "orders", "--start", "seq:us-east-1"}, code: 2, stderr: `--start "seq:us-east-1": "us-east-1" is not ORIGIN=SEQ`},
+		{args: []string{"sub", "orders", "--start", "seq:us-east-1=0"}, code: 2, stderr: `"us-east-1=0" is not ORIGIN=SEQ with a seq from 1 on`},
+		{args: []string{"sub", "orders", "--start", "time:yesterday"}, code: 2, stderr: `--start "time:yesterday": "yesterday" is not an RFC 3339 time`},
+		{args: []string{"sub", "orders", "--ack", "--no-ack"}, code: 2, stderr: "give --ack or --no-ack, not both"},
+		{args: []string{"sub", "orders", "--count", "-1"}, code: 2, stderr: "--count -1"},
+		{args: []string{"sub", "orders", "--dead-letter", "orders"}, code: 1, stderr: "a topic cannot be its own dead-letter topic"},
+		{args: []string{"sub", "nope", "--count", "1"}, code: 1, stderr: `topic "nope" does not exist at ` + site.Addr + `: create it with kvctl topic create nope`},
+		{args: []string{"sub", "orders", "-o", "yaml"}, code: 2, stderr: "unknown output format"},
+	})
+	acks := 0
+	for _, a := range site.Acks() {
+		if a.Kind == 0 {
+			acks++
+		}
+	}
+	// One per message printed, but for the --no-ack run's; a Close per
+	// run that subscribed.
+	if acks != 9 || site.Closes() != 9 {
+		t.Errorf("the site got %d acks and %d closes, want 9 and 9", acks, site.Closes())
+	}
+	if got := cl.Position("orders", "d"); got != "us-east-1:0+1,2,3" {
+		t.Errorf("durable position %s", got)
+	}
+}
+
+// TestPubSubEndpoints: several addresses fail over; none reachable says
+// what to do.
+func TestPubSubEndpoints(t *testing.T) {
+	cl := pubsubclienttest.NewCluster()
+	site := cl.Start(t, "eu-west-1")
+	dead := deadAddr(t)
+	(pubsubCase{args: []string{"topic", "create", "orders"}, stdout: "topic orders, created at eu-west-1 .*"}).run(t, dead+","+site.Addr)
+	(pubsubCase{args: []string{"pub", "orders", "x"}, stdout: "OK eu-west-1/pubsub seq 1\n"}).run(t, " "+dead+" , "+site.Addr)
+	(pubsubCase{args: []string{"topic", "list"}, code: 1,
+		stderr: fmt.Sprintf("kvctl: cannot reach a site at %s: is stabilizerd running there?", dead)}).run(t, dead)
+	(pubsubCase{args: []string{"topic", "list"}, code: 2, stderr: "--endpoint is empty"}).run(t, " , ")
 }
 
 // TestTopicCompletion: TOPIC arguments complete with the site's topics.
@@ -118,7 +229,7 @@ func TestTopicCompletion(t *testing.T) {
 	site := cl.Start(t, "us-east-1")
 	(pubsubCase{args: []string{"topic", "create", "orders"}, stdout: ".*"}).run(t, site.Addr)
 	(pubsubCase{args: []string{"topic", "create", "jobs"}, stdout: ".*"}).run(t, site.Addr)
-	for _, args := range [][]string{{"topic", "inspect", ""}, {"topic", "delete", ""}} {
+	for _, args := range [][]string{{"topic", "inspect", ""}, {"pub", ""}, {"sub", ""}, {"sub", "orders", "--dead-letter", ""}} {
 		var out, errOut bytes.Buffer
 		if code := run(append([]string{"__complete", "--endpoint", site.Addr}, args...), &out, &errOut); code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
