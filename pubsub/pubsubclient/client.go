@@ -409,31 +409,36 @@ func (c *Client) DeleteSubscription(ctx context.Context, topic, name string) err
 }
 
 // PublishOption configures one publish.
-type PublishOption func(*pubsubpb.PublishRequest)
+type PublishOption func(*publishConfig)
+
+type publishConfig struct {
+	msgID   string
+	headers map[string]string
+}
 
 // MsgID gives the message an id: a site that has seen the id within the
 // topic's duplicate window (from any origin) publishes nothing and answers
 // with the original's origin and seq (PubAck.Duplicate). Only a publish
 // with an id is retried at another site when its site is lost.
-func MsgID(id string) PublishOption { return func(r *pubsubpb.PublishRequest) { r.MsgId = id } }
+func MsgID(id string) PublishOption { return func(c *publishConfig) { c.msgID = id } }
 
 // Headers adds headers to the message; they count toward the topic's
-// max_message_bytes.
+// max_message_bytes. Several Headers options add up.
 func Headers(h map[string]string) PublishOption {
-	return func(r *pubsubpb.PublishRequest) {
-		if r.Headers == nil {
-			r.Headers = make(map[string]string, len(h))
+	return func(c *publishConfig) {
+		if c.headers == nil {
+			c.headers = make(map[string]string, len(h))
 		}
-		maps.Copy(r.Headers, h)
+		maps.Copy(c.headers, h)
 	}
 }
 
 func (c *Client) publishRequest(topic string, data []byte, opts []PublishOption) *pubsubpb.PublishRequest {
-	r := &pubsubpb.PublishRequest{Topic: topic, Data: data}
+	var cfg publishConfig
 	for _, o := range opts {
-		o(r)
+		o(&cfg)
 	}
-	return r
+	return &pubsubpb.PublishRequest{Topic: topic, Data: data, MsgId: cfg.msgID, Headers: cfg.headers}
 }
 
 func publishOp(topic string) string { return fmt.Sprintf("publish to %q", topic) }
