@@ -1,5 +1,6 @@
-// Command kvctl is the command-line client of Stabilizer: it evaluates
-// stability-frontier predicates offline and talks to stabilizerd sites.
+// Command kvctl is the command-line client of Stabilizer, one binary for
+// operators: it talks to stabilizerd sites (key/value store, pub/sub,
+// cluster state) and evaluates stability-frontier predicates offline.
 package main
 
 import (
@@ -58,8 +59,10 @@ func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:   "kvctl",
-		Short: "Client of the Stabilizer wide-area key/value store",
-		Long: `kvctl talks to Stabilizer sites and evaluates stability-frontier predicates.
+		Short: "Client of Stabilizer sites: key/value store, pub/sub, predicates",
+		Long: `kvctl is Stabilizer's client, one binary for operators: it talks to Stabilizer sites
+(the key/value store: put, get, del, scan, watch, cas, lease; pub/sub: topic, pub, sub;
+frontier, cluster status) and evaluates stability-frontier predicates.
 
 A predicate states the consistency a write or read needs, as an expression
 over a stream's acknowledgement table, e.g. "majority(persisted(sites))".
@@ -75,6 +78,7 @@ See DESIGN.md §3 for the language.`,
 	root.AddCommand(pred)
 	root.AddCommand(newKVCmds(g, r)...)
 	root.AddCommand(newFrontierCmd(g, r), newClusterCmd(g, r), newCASCmd(g, r), newLeaseCmd(g, r))
+	root.AddCommand(newTopicCmd(g, r), newPubCmd(g, r), newSubCmd(g, r))
 	return root
 }
 
