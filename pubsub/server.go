@@ -182,10 +182,16 @@ func (s *Server) Subscribe(stream pubsubpb.PubSub_SubscribeServer) error {
 	if err != nil {
 		return toStatus(err)
 	}
+	// The reader below may outlive the handler by a moment (until the
+	// stream's context ends): it must not send after the handler returned.
 	var sendMu sync.Mutex
+	finished := false
 	send := func(r *pubsubpb.SubscribeReply) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
+		if finished {
+			return io.EOF
+		}
 		return stream.Send(r)
 	}
 	if err := send(&pubsubpb.SubscribeReply{Reply: &pubsubpb.SubscribeReply_Subscribed{Subscribed: toPBSubInfo(c.Info())}}); err != nil {
@@ -236,10 +242,13 @@ func (s *Server) Subscribe(stream pubsubpb.PubSub_SubscribeServer) error {
 			break
 		}
 	}
-	// The consumer left (or the stream broke): what it had not acked goes
-	// to the others, or the subscription stores its position.
+	// The consumer left (or the stream broke, or the broker closed): what
+	// it had not acked goes to the others, or the subscription stores its
+	// position. Returning ends the stream, and with it the reader.
 	_ = c.Close(context.WithoutCancel(ctx))
-	<-closed
+	sendMu.Lock()
+	finished = true
+	sendMu.Unlock()
 	return nil
 }
 

@@ -190,7 +190,10 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) (err error) {
 			}
 		}
 	}
-	return watchCatchUp(ctx, w, c, us)
+	if err := watchCatchUp(ctx, w, c, us); err != nil {
+		return err
+	}
+	return pubsubScene(ctx, w, st, topo)
 }
 
 // frontierLine is one line of a stream's frontiers: head and each predicate.
