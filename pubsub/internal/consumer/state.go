@@ -226,13 +226,15 @@ func (s *State) Next(now time.Time) []Delivery {
 	if n == 0 {
 		return nil
 	}
-	// n bounds both the ready messages and the room, so each round of
-	// the loop delivers and the loop ends.
+	// Rounds over the origins, one message of each, until n went out; a
+	// round that sends nothing (which n rules out) ends it too.
 	out := make([]Delivery, 0, n)
-	for len(out) < n {
+	for sent := true; len(out) < n && sent; {
+		sent = false
 		for _, o := range s.list {
 			if c := s.pick(); o.ready.len() > 0 && c != nil {
 				out = append(out, s.deliver(o.ready.all()[0], c, now))
+				sent = true
 			}
 		}
 	}
