@@ -23,7 +23,9 @@
 //
 // Resolved means acked, termed, or dead-lettered and then Resolved; the
 // position never claims a message that was offered and is not resolved,
-// and it never moves back. A site that takes the subscription over starts
+// and it never moves back. The argument needs offers in order, so Offer
+// refuses (ErrOrder) a message below the last offered one that it has not
+// seen, wherever that is still above the floor. A site that takes the subscription over starts
 // from the stored position (New, or Merge into a running State): its pump
 // skips what Acked reports, so it delivers again at most the messages that
 // were not resolved when the position was stored, and loses none. Attempt
@@ -51,6 +53,19 @@
 // not run yet: the message will be redelivered, and only the reply to the
 // redelivery counts. A reply for a message that is not pending, an attempt
 // never made, or another consumer's delivery fails with ErrUnknownDelivery.
+//
+// # Choices
+//
+// Where the design is silent: Next ticks before it delivers; each delivery
+// goes to the consumer with room that has the fewest in flight, the lowest
+// id among equals, redeliveries too (the consumer that let it expire is not
+// avoided); Attach of an attached consumer changes its bound; Detach makes
+// its deliveries ready at once and counts them as attempts; Term resolves
+// like an ack; a dead letter keeps its room until Resolve, so a dead-letter
+// topic that refuses publishes stalls the subscription rather than losing
+// messages; Resolve of a resolved message is not an error; Merge drops the
+// pending messages it acks, in flight or not; seq 0 names no message and
+// counts as acked.
 //
 // # Usage
 //

@@ -76,6 +76,10 @@ func addEntry(l *entries, e *entry) {
 }
 
 func removeEntry(l *entries, e *entry) {
+	if all := l.all(); len(all) > 0 && all[0] == e {
+		l.removeAt(0) // the common case: the oldest goes first
+		return
+	}
 	if i, ok := findEntry(l, e.seq); ok {
 		l.removeAt(i)
 	}

@@ -29,6 +29,7 @@ type entry struct {
 	consumer ConsumerID // who got the latest delivery
 	at       time.Time  // in flight: ack deadline; delayed: end of the delay
 	tidx     int        // index in timers, -1 when not there
+	queued   bool       // in State.dead, not yet handed out
 }
 
 func (e *entry) id() MsgID { return MsgID{e.o.name, e.seq} }
@@ -48,6 +49,7 @@ type State struct {
 	consumers []*consumer // sorted by id: the tie-break of Next
 	timers    timers
 	dead      []*entry // dead letters not yet handed out by DeadLetters
+	free      []*entry // finished entries to reuse: no allocation per message once warm
 	pending   int
 	inPhase   [numPhases]int
 	stats     Stats // counters only; gauges are filled in by Stats
@@ -124,7 +126,8 @@ func (s *State) Offer(m MsgID, now time.Time) error {
 	if s.Room() == 0 {
 		return fmt.Errorf("%w: offer %v: %d messages pending, MaxAckPending %d", ErrFull, m, s.pending, s.cfg.MaxAckPending)
 	}
-	e := &entry{o: o, seq: m.Seq, tidx: -1}
+	e := s.newEntry()
+	e.o, e.seq = o, m.Seq
 	o.cursor = m.Seq
 	addEntry(&o.pend, e)
 	o.setFloor(o.newFloor()) // the seqs the pump skipped to reach m
@@ -226,13 +229,15 @@ func (s *State) Next(now time.Time) []Delivery {
 	if n == 0 {
 		return nil
 	}
-	// n bounds both the ready messages and the room, so each round of
-	// the loop delivers and the loop ends.
+	// Rounds over the origins, one message of each, until n went out; a
+	// round that sends nothing (which n rules out) ends it too.
 	out := make([]Delivery, 0, n)
-	for len(out) < n {
+	for sent := true; len(out) < n && sent; {
+		sent = false
 		for _, o := range s.list {
 			if c := s.pick(); o.ready.len() > 0 && c != nil {
 				out = append(out, s.deliver(o.ready.all()[0], c, now))
+				sent = true
 			}
 		}
 	}
@@ -301,6 +306,7 @@ func (s *State) DeadLetters() []DeadLetter {
 		if e.phase == phaseDead { // not resolved or merged away meanwhile
 			out = append(out, DeadLetter{Msg: e.id(), Deliveries: e.attempts})
 		}
+		e.queued = false
 	}
 	clear(s.dead)
 	s.dead = s.dead[:0]
@@ -360,6 +366,7 @@ func (s *State) toDelayed(e *entry, until time.Time) {
 func (s *State) retry(e *entry) {
 	if s.exhausted(e) {
 		s.enter(e, phaseDead)
+		e.queued = true
 		s.dead = append(s.dead, e)
 		s.stats.DeadLettered++
 		return
@@ -380,4 +387,22 @@ func (s *State) finish(e *entry) {
 	e.phase = phaseDone
 	removeEntry(&e.o.pend, e)
 	s.pending--
+	if !e.queued { // else State.dead still points to it
+		s.free = append(s.free, e)
+	}
+}
+
+// newEntry returns a cleared entry, reusing a finished one if it can. The
+// free list never holds more than MaxAckPending entries, since each was
+// pending once.
+func (s *State) newEntry() *entry {
+	n := len(s.free)
+	if n == 0 {
+		return &entry{tidx: -1}
+	}
+	e := s.free[n-1]
+	s.free[n-1] = nil
+	s.free = s.free[:n-1]
+	*e = entry{tidx: -1}
+	return e
 }
