@@ -397,6 +397,12 @@ func (c *Core) Connected(peer string) error {
 	p.rejected = nil
 	p.needFull = true
 	c.newSession(p)
+	if p.helloSession != 0 {
+		// Our answer to the peer's Hello may have been sent before our
+		// connection to it was up, and lost: answer again. An answer to
+		// a session the peer has left is ignored there.
+		c.answerHello(p)
+	}
 	return nil
 }
 

@@ -15,6 +15,11 @@ type peer struct {
 	connected   bool
 	session     uint64 // current session of our channel to the peer
 	established bool   // the peer answered the session's Hello
+	// helloSession is the session of the peer's channel to us that we
+	// last answered: the answer travels on our own connection to the
+	// peer, which may come up after the peer's, and is sent again when it
+	// does (Connected), or the peer would wait for its resend timeout.
+	helloSession uint64
 	rejected    error
 
 	// inflight lists what was sent on the channel and not yet acked
@@ -73,6 +78,15 @@ func (c *Core) newSession(p *peer) {
 	})
 }
 
+// answerHello tells p what we hold of its streams, for the session of its
+// channel to us that we last heard a Hello of.
+func (c *Core) answerHello(p *peer) {
+	c.pendingMsgs = append(c.pendingMsgs, Message{
+		Type: MsgPositions, From: c.cfg.Site, To: p.name, Session: p.helloSession, Version: ProtocolVersion, Schema: c.schemaFP,
+		Positions: c.positions(p.idx),
+	})
+}
+
 // positions lists what this site holds of origin's streams.
 func (c *Core) positions(origin int) []Position {
 	ps := make([]Position, 0, len(c.byOrigin[origin]))
@@ -116,10 +130,8 @@ func (c *Core) Step(m Message) error {
 			return fmt.Errorf("core: hello from %s: %w: its sites or levels differ from ours (sites %v, levels %v)",
 				m.From, ErrSchemaMismatch, c.cfg.Schema.Sites, c.cfg.Schema.LevelNames())
 		}
-		c.pendingMsgs = append(c.pendingMsgs, Message{
-			Type: MsgPositions, From: c.cfg.Site, To: m.From, Session: m.Session, Version: ProtocolVersion, Schema: c.schemaFP,
-			Positions: c.positions(from),
-		})
+		p.helloSession = m.Session
+		c.answerHello(p)
 		return nil
 	case MsgPositions:
 		if m.Version != ProtocolVersion {
