@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -199,6 +200,7 @@ func (s *Server) Subscribe(stream pubsubpb.PubSub_SubscribeServer) error {
 		return err
 	}
 	closed := make(chan struct{})
+	var closing atomic.Bool // the client asked to close: answer it before returning
 	go func() {
 		defer close(closed)
 		for {
@@ -212,6 +214,7 @@ func (s *Server) Subscribe(stream pubsubpb.PubSub_SubscribeServer) error {
 					_ = send(&pubsubpb.SubscribeReply{Reply: &pubsubpb.SubscribeReply_AckErrors{AckErrors: &pubsubpb.AckErrors{Errors: errs}}})
 				}
 			case *pubsubpb.SubscribeRequest_Close:
+				closing.Store(true)
 				err := c.Close(ctx)
 				info := toPBSubInfo(c.Info())
 				if err != nil {
@@ -246,6 +249,9 @@ func (s *Server) Subscribe(stream pubsubpb.PubSub_SubscribeServer) error {
 	// it had not acked goes to the others, or the subscription stores its
 	// position. Returning ends the stream, and with it the reader.
 	_ = c.Close(context.WithoutCancel(ctx))
+	if closing.Load() {
+		<-closed // it sends the answer to Close, then ends
+	}
 	sendMu.Lock()
 	finished = true
 	sendMu.Unlock()

@@ -284,6 +284,10 @@ func (s *subscription) init(ctx context.Context) error {
 		}
 	}
 	st := consumer.New(cfg, pos)
+	if s.durable {
+		s.b.log.Info("durable subscription starts here", "topic", s.key.topic, "subscription", s.key.name,
+			"resumed", found, "position", fmt.Sprint(pos))
+	}
 	s.mu.Lock()
 	s.mu.st = st
 	for o, p := range pos {
@@ -486,7 +490,10 @@ func (s *subscription) shutdown() {
 		cs = append(cs, c)
 	}
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// The positions are written at once; waiting for their predicate is
+	// bounded, since peers may be gone too: what is written replicates
+	// when the site comes back.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	for _, c := range cs {
 		_ = c.Close(ctx)
@@ -763,6 +770,9 @@ func (s *subscription) storeAsync() {
 // the subscription from the broker.
 func (s *subscription) finish() {
 	s.b.dropSub(s)
+	if s.durable {
+		s.b.log.Info("durable subscription ends here", "topic", s.key.topic, "subscription", s.key.name)
+	}
 	defer close(s.stored)
 	s.mu.Lock()
 	s.mu.closing = true

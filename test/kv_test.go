@@ -235,3 +235,32 @@ func TestShutdownWithOpenWriteStream(t *testing.T) {
 		t.Error("a write to a stopped site succeeded")
 	}
 }
+
+// The first write of a site, right after every site connected, is not held
+// up by the channel's resend timeout (3 s): the answer to a Hello that left
+// before the answering site's own connection was up is sent again when it
+// comes up. Before, it was lost and the write waited for the resend.
+func TestFirstWriteAfterStartNotHeldByResend(t *testing.T) {
+	c := startCluster(t, three...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	waitConnected(t, c, deadline)
+	for _, site := range three {
+		cl, err := kvclient.Dial(c.info(site).Client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = cl.Put(ctx, "jobs/first-"+site, []byte(`{"state":"queued"}`), "majority", 10*time.Second)
+		took := time.Since(start)
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Far below the resend timeout, far above a slow machine's write.
+		if took > 1500*time.Millisecond {
+			t.Fatalf("first write at %s took %v: a channel waited for its resend timeout", site, took)
+		}
+	}
+}

@@ -2,14 +2,44 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stabilizer/stabilizer/pubsub/pubsubclient"
 )
+
+// waitConnected waits until every running site of c says it is connected
+// to every other: a test that kills a site must know that what the site
+// had sent could reach everyone.
+func waitConnected(t *testing.T, c *cluster, deadline time.Time) {
+	t.Helper()
+	until(t, deadline, func() error {
+		for _, s := range c.sites {
+			resp, err := http.Get("http://" + s.HTTP + "/status.json")
+			if err != nil {
+				return err
+			}
+			var v struct{ Connected map[string]bool }
+			err = json.NewDecoder(resp.Body).Decode(&v)
+			resp.Body.Close()
+			if err != nil {
+				return err
+			}
+			for _, o := range c.sites {
+				if o.Site != s.Site && !v.Connected[o.Site] {
+					return fmt.Errorf("%s is not connected to %s yet", s.Site, o.Site)
+				}
+			}
+		}
+		return nil
+	})
+}
 
 func dialPS(t *testing.T, c *cluster, sites ...string) *pubsubclient.Client {
 	t.Helper()
@@ -94,11 +124,14 @@ func TestPubSubKill9DuringMajorityPublishes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
+	waitConnected(t, c, deadline)
 	createTopicEverywhere(t, ctx, c, pubsubclient.Topic{Name: "jobs.events", PublishAck: "majority"}, three...)
 	survivors := []string{"us-east-1", "eu-west-1"}
 	var cols []*collector
 	for _, s := range survivors {
-		sub, err := dialPS(t, c, s).Subscribe(ctx, "jobs.events", pubsubclient.Durable("sched"), pubsubclient.StartAll())
+		// Each site its own durable subscription: one name at two sites
+		// would be one subscription, whose acks at one count at the other.
+		sub, err := dialPS(t, c, s).Subscribe(ctx, "jobs.events", pubsubclient.Durable("sched-"+s), pubsubclient.StartAll())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +195,8 @@ func TestPubSubKill9DuringMajorityPublishes(t *testing.T) {
 		until(t, deadline, func() error {
 			missing, dups = k.missing(acked)
 			if len(missing) > 0 {
-				return fmt.Errorf("%s's subscriber lacks %d acknowledged messages, e.g. %s", survivors[i], len(missing), missing[0])
+				return fmt.Errorf("%s's subscriber lacks %d acknowledged messages, e.g. %s\n%s", survivors[i], len(missing), missing[0],
+					describeTopic(ctx, c, "jobs.events", survivors...))
 			}
 			return nil
 		})
@@ -213,6 +247,15 @@ func TestPubSubConsumerMovesSites(t *testing.T) {
 			b := dialPS(t, c, "ap-south-1")
 			storedAcked := 0
 			if kill {
+				// Kill once most acks are stored elsewhere, so that the
+				// test shows what a kill costs beyond them.
+				deadline, _ := ctx.Deadline()
+				until(t, deadline, func() error {
+					if n := storedAckCount(t, ctx, b); n < 100 {
+						return fmt.Errorf("%d acks stored at ap-south-1", n)
+					}
+					return nil
+				})
 				c.kill9("us-east-1")
 				storedAcked = storedAckCount(t, ctx, b)
 			} else {
@@ -337,4 +380,24 @@ func TestPubSubIdempotentPublishAcrossFailover(t *testing.T) {
 	if _, dups := k.missing(nil); dups != 0 {
 		t.Fatalf("%d duplicates delivered", dups)
 	}
+}
+
+// describeTopic is a topic's counts at every site named, for failures.
+func describeTopic(_ context.Context, c *cluster, topic string, sites ...string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	for _, s := range sites {
+		cl, err := pubsubclient.Dial([]string{c.info(s).Client})
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", s, err)
+			continue
+		}
+		info, err := cl.GetTopic(ctx, topic)
+		fmt.Fprintf(&b, "%s: %+v %v\n", s, info.Origins, err)
+		subs, err := cl.ListSubscriptions(ctx, topic)
+		fmt.Fprintf(&b, "%s: %+v %v\n", s, subs, err)
+		cl.Close()
+	}
+	return b.String()
 }
