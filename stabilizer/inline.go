@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/stabilizer/stabilizer/frontier"
+	"github.com/stabilizer/stabilizer/stabilizer/core"
 )
 
 // Inline predicates: sources a client sends with a request instead of a
@@ -143,17 +144,16 @@ func (n *Node) hold(name string, compiled *frontier.Predicate) (*inline, bool, e
 // runs on the loop, after any removal of an earlier record of the same
 // source that was queued before it.
 func (n *Node) define(ctx context.Context, in *inline) {
-	var fresh bool
 	err := n.do(ctx, func() {
-		fresh, in.err = n.core.DefineTransient(in.name, in.compiled)
+		// An earlier record's definition may be kept (its removal found
+		// this one); scoping it again has the next Ready carry its
+		// evaluation all the same.
+		if _, in.err = n.core.DefineTransient(in.name, in.compiled); in.err == nil {
+			in.err = n.core.ScopeTransient(in.name, core.AllStreams)
+		}
 	})
 	if err != nil {
 		in.err = err
-	}
-	if in.err == nil && !fresh {
-		// An earlier record's definition was kept (its removal found this
-		// one): its evaluation is published already.
-		close(in.evaluated)
 	}
 	close(in.defined)
 }
@@ -214,13 +214,13 @@ func (n *Node) forget(name string) {
 	n.pub.forget(name)
 }
 
-// evaluated marks the inline predicates a released Ready defined as
+// evaluated marks the inline predicates a released Ready scoped as
 // evaluated: their first frontiers are published.
-func (n *Node) evaluated(names []string) {
+func (n *Node) evaluated(scoped []core.PredicateScope) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, name := range names {
-		if in, ok := n.mu.inline[name]; ok {
+	for _, sc := range scoped {
+		if in, ok := n.mu.inline[sc.Predicate]; ok {
 			select {
 			case <-in.evaluated:
 			default:
