@@ -174,7 +174,8 @@ func (n *Node) release(j *job) {
 	}
 	n.deliver(rd.Deliver)
 	n.pub.publish(rd.Frontiers, rd.StableTimes)
-	n.evaluated(rd.Scoped)
+	n.released++
+	n.evaluated(n.released, rd.Scoped)
 	n.completed <- j // never blocks: at most maxOutstanding are out
 }
 
