@@ -76,7 +76,8 @@ func (n *Node) AppendBatch(ctx context.Context, stream string, payloads [][]byte
 // Predicate checks a predicate given by name or as source and returns the
 // name under which the core evaluates it ("=" + source for an inline one).
 // It holds nothing: the calls that take a predicate (WaitFor, Frontier,
-// StableTime) hold an inline one in the core while they run.
+// StableTime) hold an inline one in the core while they run, scoped to
+// the streams they need it on.
 func (n *Node) Predicate(ctx context.Context, nameOrSource string) (string, error) {
 	name, _, err := n.resolve(ctx, nameOrSource)
 	return name, err
@@ -162,14 +163,17 @@ func (n *Node) setDefs(defs []PredicateDef) {
 }
 
 // Frontier returns the frontier of a predicate (name or source) on a
-// stream, as last published.
+// stream, as last published. An inline predicate is evaluated on the
+// streams of id's name from then on while the core holds it: the first
+// read on a name waits for the Ready that carries that evaluation, so
+// that it is not the zero of a predicate never evaluated there.
 func (n *Node) Frontier(ctx context.Context, id StreamID, predicate string) (FrontierState, error) {
-	name, in, release, err := n.use(ctx, predicate)
+	name, sc, release, err := n.use(ctx, predicate, on{stream: id.Name})
 	if err != nil {
 		return FrontierState{}, err
 	}
 	defer release()
-	if err := n.waitEvaluated(ctx, in); err != nil {
+	if err := n.waitEvaluated(ctx, sc); err != nil {
 		return FrontierState{}, err
 	}
 	f := n.pub.frontier(fkey{id, name})
@@ -178,15 +182,19 @@ func (n *Node) Frontier(ctx context.Context, id StreamID, predicate string) (Fro
 }
 
 // StableTime returns the global stable time under a predicate: every
-// message from any origin with an HLC at or below it is behind its origin's
-// frontier.
+// message of every stream, from any origin, with an HLC at or below it is
+// behind its stream's frontier. An inline predicate is evaluated on every
+// stream from then on while the core holds it, whatever streams it was
+// used on before: its stable time speaks of all of them, as a named
+// one's does (so the KV's snapshot reads, which ask for an inline one,
+// are bounded by every stream at the site, not by "kv" alone).
 func (n *Node) StableTime(ctx context.Context, predicate string) (HLC, error) {
-	name, in, release, err := n.use(ctx, predicate)
+	name, sc, release, err := n.use(ctx, predicate, on{every: true})
 	if err != nil {
 		return HLC{}, err
 	}
 	defer release()
-	if err := n.waitEvaluated(ctx, in); err != nil {
+	if err := n.waitEvaluated(ctx, sc); err != nil {
 		return HLC{}, err
 	}
 	return n.pub.stableTime(name), nil
@@ -216,10 +224,11 @@ func (e *WaitError) Error() string {
 func (e *WaitError) Unwrap() error { return e.Err }
 
 // WaitFor blocks until the frontier of predicate (a name or source) on the
-// stream covers seq.
+// stream covers seq. An inline predicate is evaluated on the streams of
+// id's name from then on while the core holds it.
 func (n *Node) WaitFor(ctx context.Context, id StreamID, predicate string, seq uint64) error {
 	start := time.Now()
-	name, _, release, err := n.use(ctx, predicate)
+	name, _, release, err := n.use(ctx, predicate, on{stream: id.Name})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@
 //	as, err := n.AppendBatch(ctx, "kv", payloads)   // many, one loop round trip
 //	err = n.WaitFor(ctx, a.Stream, "majority", a.Seq)
 //	f, err := n.Frontier(ctx, a.Stream, "all")
+//	err = n.WaitFor(ctx, a.Stream, `min(persisted(group("eu")))`, a.Seq) // inline
+//	release, err := n.HoldOn(ctx, src, "pubsub")      // inline, for "pubsub" streams
 //	w := n.WatchFrontiers(64, nil)                  // advances on w.C
 //	v, err := n.SetPredicate(ctx, "eu", `persisted("eu-west-1")`)
 //	defer n.Close()
@@ -28,6 +30,14 @@
 // transport stay free to change behind it; a repository test
 // (test/deps_test.go) holds that no application imports them.
 // Package stabilizertest is the harness for testing applications.
+//
+// A predicate may be named or given as source (inline). The core evaluates
+// an inline one only on the streams of the names it is used on (WaitFor,
+// Frontier, HoldOn), or on every stream once a call needs them all
+// (StableTime, Hold), while something uses it and a little after: so the
+// predicates an application holds for its own streams cost nothing on
+// other applications' streams, however many it holds. Named predicates are
+// evaluated on every stream.
 //
 // Append returns before the message is durable; wait for the `local`
 // predicate (or a stronger one) to know it is. An origin never sends a

@@ -95,7 +95,8 @@ type Config struct {
 	// MaxInlinePredicates bounds the inline predicates (sources sent in
 	// place of a name) in use at once: past it, calls with a new one fail
 	// with ErrTooManyPredicates. Every one the core holds is evaluated on
-	// every stream whose acks change. Default 1024.
+	// each stream of the names it was used on (or every stream, see Hold)
+	// whose acks change. Default 1024.
 	MaxInlinePredicates int
 	// IdleInlinePredicates is how many inline predicates no call uses any
 	// more stay in the core, the most recently used, so that the next call
@@ -172,6 +173,12 @@ type Node struct {
 	stop        chan struct{}
 	done        chan struct{}
 	closed      chan struct{} // closed once Close has closed everything
+
+	// taken counts the Readies the loop handed to the writer (loop only);
+	// released, those the completer released, in the same order
+	// (completer only): the k-th taken is the k-th released.
+	taken    uint64
+	released uint64
 
 	mu struct {
 		sync.Mutex
@@ -501,6 +508,7 @@ func (n *Node) nextReady() {
 	}
 	n.applying = true
 	n.outstanding++
+	n.taken++
 	n.toWrite <- &rd // never blocks: one Ready is applied at a time
 }
 

@@ -40,7 +40,7 @@ const (
 func (n *Node) persist(rd *core.Ready) (*job, error) {
 	j := &job{rd: rd}
 	if !rd.MustSync && len(rd.Frontiers) == 0 && len(rd.StableTimes) == 0 {
-		j.urgent = len(rd.Messages) > 0 || len(rd.Deliver) > 0 || len(rd.Defined) > 0
+		j.urgent = len(rd.Messages) > 0 || len(rd.Deliver) > 0 || len(rd.Scoped) > 0
 		return j, nil
 	}
 	// Settled advances end their waits now; what is left to wait for

@@ -174,14 +174,15 @@ func (n *Node) release(j *job) {
 	}
 	n.deliver(rd.Deliver)
 	n.pub.publish(rd.Frontiers, rd.StableTimes)
-	n.evaluated(rd.Defined)
+	n.released++
+	n.evaluated(n.released, rd.Scoped)
 	n.completed <- j // never blocks: at most maxOutstanding are out
 }
 
 // urgent reports whether anything a Ready releases is awaited, so that its
 // writes get their fsync at once instead of waiting for a later one.
 func (n *Node) urgent(rd *core.Ready) bool {
-	if len(rd.Entries) > 0 || len(rd.Predicates) > 0 || len(rd.Deliver) > 0 || len(rd.Defined) > 0 {
+	if len(rd.Entries) > 0 || len(rd.Predicates) > 0 || len(rd.Deliver) > 0 || len(rd.Scoped) > 0 {
 		return true
 	}
 	for i := range rd.Messages {

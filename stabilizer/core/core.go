@@ -29,13 +29,22 @@ type Core struct {
 
 	preds     map[string]*pred
 	predNames []string // sorted
+	// every holds the predicates evaluated on every stream, sorted by
+	// name: the named ones and the transient ones scoped to AllStreams.
+	// Stable times are published for these; originTime is indexed by
+	// position here.
+	every []*pred
+	// scopes holds, per stream name, its streams and the transient
+	// predicates scoped to it (scope.go).
+	scopes map[string]*scopeList
+	// scoping lists the scope additions since the last Ready, which
+	// evaluates them.
+	scoping []scoping
 	// predSlots is how many predicate indexes are in use or free: the
-	// length of every per-predicate array. freeSlots are indexes that
+	// most any stream's releases can grow to. freeSlots are indexes that
 	// removed transient predicates left, for the next definition.
 	predSlots int
 	freeSlots []int
-	// defined lists the transient predicates defined since the last Ready.
-	defined []string
 	// durableAdv counts, while Ready runs, the frontier advances and stable
 	// times of predicates that are persisted: those need an fsync.
 	durableAdv int
@@ -43,13 +52,16 @@ type Core struct {
 	// originT is the latest clock heartbeat of each origin; at self, the
 	// latest clock persisted through Ready.Clock.
 	originT []HLC
-	stable  map[string]HLC // published stable time per predicate
-	// originDirty marks origins whose streams' frontiers or heartbeat
-	// changed; originTime caches each origin's time per predicate index.
+	// originDirty marks origins whose streams' frontiers under a predicate
+	// of every, or heartbeat, changed; originTime caches each origin's
+	// time per predicate of every, by position.
 	originDirty []bool
 	originTime  [][]HLC
 	stableTick  uint64 // tick of the last stable-time computation
 	stableDone  bool
+	// timeForce has the next Ready compute stable times even if this
+	// tick's are computed: a predicate was scoped to every stream.
+	timeForce bool
 
 	rowVer uint64 // bumped at every change of this site's own row
 	// durableVer is the rowVer of the last change to a received or
@@ -90,6 +102,7 @@ type change struct {
 }
 
 type pred struct {
+	name     string
 	idx      int // index into stream.rel, in order of definition
 	src      string
 	version  uint64
@@ -98,8 +111,17 @@ type pred struct {
 	// acks are durable where they are made (FrontierAdvance.Settled).
 	persistedOnly bool
 	// transient: defined by DefineTransient; neither persisted nor
-	// versioned, and removable.
+	// versioned, scoped, and removable.
 	transient bool
+	// every: evaluated on every stream, as named predicates are and
+	// transient ones scoped to AllStreams; else on the streams of the
+	// names whose lists it is in.
+	every bool
+	lists []*scopeList
+	// stable is the stable time published (every) or last answered by
+	// StableTime (scoped), which it never goes below while the scope
+	// stays the same.
+	stable HLC
 }
 
 // New returns a Core for cfg.Site that resumes from st (the zero State for a
@@ -117,7 +139,7 @@ func New(cfg Config, st State) (*Core, error) {
 		nlevels:  cfg.Schema.NumLevels(),
 		streams:  make(map[StreamID]*stream),
 		preds:    make(map[string]*pred),
-		stable:   make(map[string]HLC),
+		scopes:   make(map[string]*scopeList),
 		peers:    make([]*peer, len(cfg.Schema.Sites)),
 		originT:  make([]HLC, len(cfg.Schema.Sites)),
 		byOrigin: make([][]*stream, len(cfg.Schema.Sites)),
@@ -162,30 +184,35 @@ func (c *Core) definePredicate(name, src string, version uint64) error {
 	return nil
 }
 
-// define adds or replaces a predicate; it takes the index of the one it
-// replaces, else a free one, and has every frontier evaluated afresh.
+// define adds or replaces a named predicate, evaluated on every stream; it
+// takes the index and stable time of the one it replaces, else a free
+// index, and has every frontier evaluated afresh.
 func (c *Core) define(name string, p *pred) {
+	p.name, p.every = name, true
 	p.persistedOnly = readsOnly(p.compiled, frontier.Persisted, c.nlevels)
 	if old, ok := c.preds[name]; ok {
-		p.idx = old.idx
+		p.idx, p.stable = old.idx, old.stable
 	} else {
-		if n := len(c.freeSlots); n > 0 {
-			p.idx, c.freeSlots = c.freeSlots[n-1], c.freeSlots[:n-1]
-		} else {
-			p.idx = c.predSlots
-			c.predSlots++
-		}
-		i, _ := slices.BinarySearch(c.predNames, name)
-		c.predNames = slices.Insert(c.predNames, i, name)
+		c.add(p)
 	}
 	c.preds[name] = p
+	c.every = insertPred(c.every, p)
 	for _, s := range c.list {
 		s.dirty = true
 	}
-	for o := range c.originDirty {
-		c.originDirty[o] = true
+	c.everyChanged()
+}
+
+// add gives a new predicate an index, a free one if any, and its name.
+func (c *Core) add(p *pred) {
+	if n := len(c.freeSlots); n > 0 {
+		p.idx, c.freeSlots = c.freeSlots[n-1], c.freeSlots[:n-1]
+	} else {
+		p.idx = c.predSlots
+		c.predSlots++
 	}
-	c.timeDirty = true
+	i, _ := slices.BinarySearch(c.predNames, p.name)
+	c.predNames = slices.Insert(c.predNames, i, p.name)
 }
 
 func readsOnly(p *frontier.Predicate, level, levels int) bool {
@@ -273,7 +300,9 @@ func (c *Core) restore(st State) error {
 		*s.release(p.idx) = release{seq: f.Seq, version: f.Version, hlc: f.HLC}
 	}
 	for _, t := range st.StableTimes {
-		c.stable[t.Predicate] = t.Time
+		if p, ok := c.preds[t.Predicate]; ok {
+			p.stable = t.Time
+		}
 	}
 	c.clock = maxHLC(c.clock, st.Clock)
 	c.reserved = st.Clock
@@ -486,6 +515,9 @@ func (c *Core) SetPredicate(name, src string) (uint64, error) {
 	}
 	version := uint64(1)
 	if old, ok := c.preds[name]; ok {
+		if old.transient {
+			return 0, fmt.Errorf("core: set predicate %q: %w: a transient predicate has that name", name, ErrNamedPredicate)
+		}
 		version = old.version + 1
 	}
 	if err := c.definePredicate(name, src, version); err != nil {
@@ -498,11 +530,11 @@ func (c *Core) SetPredicate(name, src string) (uint64, error) {
 // DefineTransient defines a predicate that lives only while the driver
 // needs it, such as one a client sent inline: it is neither persisted nor
 // versioned (its source never changes), its frontier advances and stable
-// time ask for no fsync (they are a function of the ack table, which
-// only grows), and RemoveTransient forgets it. The next Ready lists name
-// in Defined and carries the predicate's first evaluation on every stream.
-// Defining a name already defined as transient does nothing and returns
-// false.
+// time ask for no fsync (they are a function of the ack table, which only
+// grows), and RemoveTransient forgets it. It is defined with an empty
+// scope: it is evaluated on no stream until ScopeTransient adds stream
+// names (or every stream) to its scope. Defining a name already defined as
+// transient does nothing and returns false.
 func (c *Core) DefineTransient(name string, p *frontier.Predicate) (bool, error) {
 	if name == "" {
 		return false, fmt.Errorf("core: define predicate: %w: empty name", ErrUnknownPredicate)
@@ -513,8 +545,10 @@ func (c *Core) DefineTransient(name string, p *frontier.Predicate) (bool, error)
 		}
 		return false, fmt.Errorf("core: define predicate %q: %w", name, ErrNamedPredicate)
 	}
-	c.define(name, &pred{src: p.String(), version: 1, compiled: p, transient: true})
-	c.defined = append(c.defined, name)
+	np := &pred{name: name, src: p.String(), version: 1, compiled: p, transient: true,
+		persistedOnly: readsOnly(p, frontier.Persisted, c.nlevels)}
+	c.add(np)
+	c.preds[name] = np
 	return true, nil
 }
 
@@ -533,13 +567,18 @@ func (c *Core) RemoveTransient(name string) error {
 	if i, found := slices.BinarySearch(c.predNames, name); found {
 		c.predNames = slices.Delete(c.predNames, i, i+1)
 	}
-	delete(c.stable, name)
-	for _, s := range c.list {
+	// Only streams in its scope hold releases of it.
+	c.scopeStreams(p, func(s *stream) {
 		if p.idx < len(s.rel) {
 			s.rel[p.idx] = release{}
 		}
+	})
+	if p.every {
+		c.every = deletePred(c.every, p)
+		c.everyChanged()
 	}
+	c.unlist(p)
 	c.freeSlots = append(c.freeSlots, p.idx)
-	c.defined = slices.DeleteFunc(c.defined, func(d string) bool { return d == name })
+	c.scoping = slices.DeleteFunc(c.scoping, func(sc scoping) bool { return sc.p == p })
 	return nil
 }

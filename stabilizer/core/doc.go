@@ -19,6 +19,7 @@
 //		c.Applied(id, seq); c.Report(id, level, seq) // from applications
 //		c.Connected(peer); c.Disconnected(peer)
 //		c.SetPredicate(name, src)
+//		c.DefineTransient(name, p); c.ScopeTransient(name, stream)
 //		for c.HasReady() {
 //			rd := c.Ready()
 //			// 1. write rd.Entries, Acks, Predicates, Frontiers,
@@ -66,11 +67,15 @@
 // reservation the site persisted (Ready.Clock) and its streams' heads then;
 // it lets idle origins' time advance.
 //
-// Frontiers: after acks change, each named predicate is evaluated on the
-// stream's table; the reported frontier is max(released, value) and each
-// advance carries the predicate version that released it. The global stable
-// time of a predicate is the minimum over origins of the time at its
-// frontiers.
+// Frontiers: after acks change, each predicate in the stream's scope is
+// evaluated on the stream's table: every named predicate, and the transient
+// ones scoped to the stream's name or to every stream (see
+// ScopeTransient); the reported frontier is max(released, value) and each
+// advance carries the predicate version that released it. The global
+// stable time of a predicate is the minimum over origins of the time at its
+// frontiers on the streams in its scope: every stream for a named
+// predicate. So transient predicates held for one kind of stream cost
+// nothing on the others, however many there are.
 //
 // Restart: the driver rebuilds State from what it persisted: log heads, own
 // ack cells, run-time predicates, released frontiers, stable times and clock.

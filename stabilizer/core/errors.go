@@ -26,7 +26,8 @@ var (
 	// ErrBadMessage: a message is malformed or misaddressed.
 	ErrBadMessage = errors.New("core: bad message")
 	// ErrNamedPredicate: a transient predicate's name is taken by a named
-	// one, or a named one was to be removed as transient.
+	// one or the other way round, or a named one was to be scoped or
+	// removed as transient.
 	ErrNamedPredicate = errors.New("core: named predicate")
 	// ErrBuiltinPredicate: built-in predicates cannot be redefined.
 	ErrBuiltinPredicate = errors.New("core: built-in predicate")

@@ -280,6 +280,50 @@ func (c *ddCluster) run(t *testing.T, d *datadriven.TestData) string {
 		c.printf("error is ErrVersionMismatch=%v ErrSchemaMismatch=%v ErrUnknownPeer=%v\n",
 			errors.Is(err, core.ErrVersionMismatch), errors.Is(err, core.ErrSchemaMismatch), errors.Is(err, core.ErrUnknownPeer))
 		c.errf(err)
+	case "define-transient":
+		s := c.site(t, d, "site")
+		var name string
+		d.ScanArgs(t, "name", &name)
+		p, err := frontier.Compile(strings.TrimSpace(d.Input), c.schema)
+		if err != nil {
+			t.Fatalf("%s: %v", d.Pos, err)
+		}
+		fresh, err := s.core.DefineTransient(name, p)
+		c.errf(err)
+		if err == nil {
+			c.printf("%s fresh=%v\n", name, fresh)
+		}
+	case "scope":
+		// stream=* scopes to every stream.
+		s := c.site(t, d, "site")
+		var pred, stream string
+		d.ScanArgs(t, "pred", &pred)
+		d.ScanArgs(t, "stream", &stream)
+		if stream == "*" {
+			stream = core.AllStreams
+		}
+		c.errf(s.core.ScopeTransient(pred, stream))
+		c.printf("ok\n")
+	case "remove-transient":
+		s := c.site(t, d, "site")
+		var pred string
+		d.ScanArgs(t, "pred", &pred)
+		c.errf(s.core.RemoveTransient(pred))
+		c.printf("ok\n")
+	case "stable-time":
+		s := c.site(t, d, "site")
+		var pred string
+		d.ScanArgs(t, "pred", &pred)
+		st, err := s.core.StableTime(pred)
+		c.errf(err)
+		if err == nil {
+			c.printf("%s %s\n", pred, fmtHLC(st))
+		}
+	case "evaluated":
+		s := c.site(t, d, "site")
+		var name string
+		d.ScanArgs(t, "name", &name)
+		c.printf("%d of %d predicates on streams named %s\n", s.core.NumEvaluated(name), s.core.NumPredicates(), name)
 	case "frontier":
 		s := c.site(t, d, "site")
 		var pred string
@@ -336,10 +380,15 @@ func (c *ddCluster) ready(s *ddSite, print bool) {
 		st.preds[p.Name] = p
 	}
 	for _, f := range rd.Frontiers {
+		if strings.HasPrefix(f.Predicate, "=") {
+			continue // transient: not stored
+		}
 		st.fronts[fkey{f.Stream, f.Predicate}] = core.FrontierState{Stream: f.Stream, Predicate: f.Predicate, Seq: f.To, Version: f.Version, HLC: f.HLC}
 	}
 	for _, t := range rd.StableTimes {
-		st.stable[t.Predicate] = t
+		if !strings.HasPrefix(t.Predicate, "=") {
+			st.stable[t.Predicate] = t
+		}
 	}
 	if !rd.Clock.IsZero() {
 		st.clock = rd.Clock
@@ -365,6 +414,13 @@ func (c *ddCluster) printReady(site string, rd core.Ready) {
 	}
 	for _, p := range rd.Predicates {
 		c.printf("  predicate %s v%d = %s\n", p.Name, p.Version, p.Source)
+	}
+	if len(rd.Scoped) > 0 {
+		var b []string
+		for _, sc := range rd.Scoped {
+			b = append(b, sc.String())
+		}
+		c.printf("  scoped %s\n", strings.Join(b, " "))
 	}
 	if len(rd.Frontiers) > 0 {
 		var b []string

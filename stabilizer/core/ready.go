@@ -29,10 +29,12 @@ type Ready struct {
 	Acks []AckCell
 	// Predicates set at run time: store by name. State.Predicates.
 	Predicates []PredicateDef
-	// Defined lists the transient predicates defined since the last Ready
-	// (DefineTransient): Frontiers holds their first evaluation on every
-	// stream where it is above zero. Transient predicates are not stored.
-	Defined []string
+	// Scoped lists the scope additions of transient predicates since the
+	// last Ready (ScopeTransient): Frontiers holds their evaluation on
+	// every stream of the name where it released more, so that once this
+	// Ready is published their frontiers there are current. Transient
+	// predicates are not stored.
+	Scoped []PredicateScope
 	// Frontiers that advanced, each with the version that released it:
 	// store the latest per (stream, predicate), but for transient
 	// predicates, and publish. State.Frontiers.
@@ -61,7 +63,7 @@ type Ready struct {
 // call Advance at once.
 func (rd *Ready) Empty() bool {
 	return !rd.MustSync && len(rd.Messages) == 0 && len(rd.Deliver) == 0 && len(rd.Errors) == 0 &&
-		len(rd.Frontiers) == 0 && len(rd.StableTimes) == 0 && len(rd.Defined) == 0
+		len(rd.Frontiers) == 0 && len(rd.StableTimes) == 0 && len(rd.Scoped) == 0
 }
 
 // HasReady reports whether Ready would hand out work. It is false between
@@ -70,7 +72,7 @@ func (c *Core) HasReady() bool {
 	if c.awaiting {
 		return false
 	}
-	if len(c.pendingMsgs) > 0 || len(c.dirtyCells) > 0 || len(c.pendingDefs) > 0 || len(c.defined) > 0 || len(c.errs) > 0 {
+	if len(c.pendingMsgs) > 0 || len(c.dirtyCells) > 0 || len(c.pendingDefs) > 0 || len(c.scoping) > 0 || len(c.errs) > 0 {
 		return true
 	}
 	if c.timeDue() || c.tick >= c.nextHB || c.tick >= c.nextFull {
@@ -148,7 +150,6 @@ func (c *Core) Ready() Ready {
 	}
 	c.dirtyCells = c.dirtyCells[:0]
 	rd.Predicates, c.pendingDefs = c.pendingDefs, nil
-	rd.Defined, c.defined = c.defined, nil
 
 	// 2. Frontiers and stable times.
 	c.durableAdv = 0

@@ -55,6 +55,7 @@ func TestSim(t *testing.T) {
 	for _, k := range []string{
 		"crash", "crash.before_sync", "crash.after_sync", "restart", "cut", "drop", "dup",
 		"setpred", "storage.reads", "seeds.lazy", "interleave", "delivered", "frontier", "stabletime", "msg.hello", "msg.positions",
+		"transient.define", "transient.scope", "transient.remove", "transient.scoped", "transient.frontier", "transient.stabletime",
 	} {
 		if total[k] == 0 {
 			t.Errorf("no seed exercised %q: %v", k, total)
@@ -223,8 +224,16 @@ type simSite struct {
 	// defs: every (name, version) this site used, to re-evaluate releases.
 	defs map[string]map[uint64]string
 	// transient: the transient predicates this incarnation defined and
-	// has not removed.
+	// has not removed; scopes, the stream names each is scoped to
+	// (core.AllStreams: every stream).
 	transient []string
+	scopes    map[string]map[string]bool
+}
+
+// inScope reports whether site evaluates transient predicate name on id.
+func (site *simSite) inScope(name string, id core.StreamID) bool {
+	sc := site.scopes[name]
+	return sc[core.AllStreams] || sc[id.Name]
 }
 
 type sim struct {
@@ -478,7 +487,7 @@ func (s *sim) crash(site *simSite) {
 	site.up = false
 	site.core = nil
 	site.crashInReady = 0
-	site.transient = nil // a restarted core holds none
+	site.transient, site.scopes = nil, nil // a restarted core holds none
 	site.store.pendFronts, site.store.pendStable = map[fkey]core.FrontierState{}, map[string]core.StableTime{}
 	if s.cfg.LazyFrontiers {
 		// Published, never synced: forgotten. Frontiers resume from what
@@ -536,6 +545,7 @@ func (s *sim) process(site *simSite) {
 			return
 		}
 		rd := site.core.Ready()
+		s.checkEvaluated(site, rd)
 		s.readyGen = maps.Clone(s.flightGen)
 		// Inputs may arrive while the driver handles a Ready: they belong
 		// to the next one.
@@ -724,6 +734,12 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 		if proven := s.eval(src, f.Stream, site.idx); f.To > proven {
 			s.failf("%s: frontier %s %s v%d (%s) released %d but the acks prove %d", site.name, f.Stream, f.Predicate, f.Version, src, f.To, proven)
 		}
+		if strings.HasPrefix(f.Predicate, "=") {
+			if !site.inScope(f.Predicate, f.Stream) {
+				s.failf("%s: transient %s released %d on %s, outside its scope %v", site.name, f.Predicate, f.To, f.Stream, site.scopes[f.Predicate])
+			}
+			s.counts["transient.frontier"]++
+		}
 		s.counts["frontier"]++
 	}
 	for _, t := range rd.StableTimes {
@@ -776,15 +792,9 @@ func (s *sim) sameAsTruth(site *simSite, what string, e core.Entry) {
 // eval evaluates a predicate on the ground truth: the highest cells each site
 // ever persisted in its own row.
 func (s *sim) eval(src string, id core.StreamID, self int) uint64 {
-	p, ok := s.compile[src]
-	if !ok {
-		var err error
-		p, err = frontier.Compile(src, s.schema)
-		if err != nil {
-			s.failf("compile %q: %v", src, err)
-			return 0
-		}
-		s.compile[src] = p
+	p := s.compiled(src)
+	if p == nil {
+		return 0
 	}
 	cl := s.claims[id]
 	if cl == nil {
@@ -796,6 +806,20 @@ func (s *sim) eval(src string, id core.StreamID, self int) uint64 {
 		s.failf("eval %q: %v", src, err)
 	}
 	return v
+}
+
+func (s *sim) compiled(src string) *frontier.Predicate {
+	p, ok := s.compile[src]
+	if !ok {
+		var err error
+		p, err = frontier.Compile(src, s.schema)
+		if err != nil {
+			s.failf("compile %q: %v", src, err)
+			return nil
+		}
+		s.compile[src] = p
+	}
+	return p
 }
 
 // checkAll runs the invariants that look at every site's state.
@@ -826,11 +850,21 @@ func (s *sim) checkAll() {
 		}
 		// Stable time: every durable message at or below it is behind its
 		// stream's frontier here.
+		// A transient predicate's is over the streams in its scope, and
+		// it is evaluated on no other.
 		names := slices.Clone(site.transient)
 		for _, d := range c.Predicates() {
 			names = append(names, d.Name)
 		}
 		for _, name := range names {
+			transient := strings.HasPrefix(name, "=")
+			if transient {
+				for _, id := range c.Streams() {
+					if f, err := c.Frontier(id, name); !site.inScope(name, id) && (err != nil || f.Seq != 0) {
+						s.failf("%s: transient %s has frontier %d on %s, outside its scope %v (%v)", site.name, name, f.Seq, id, site.scopes[name], err)
+					}
+				}
+			}
 			t, err := c.StableTime(name)
 			if err != nil {
 				s.failf("%s: %v", site.name, err)
@@ -839,7 +873,13 @@ func (s *sim) checkAll() {
 			if t.IsZero() {
 				continue
 			}
+			if transient {
+				s.counts["transient.stabletime"]++
+			}
 			for id, tl := range s.truth {
+				if transient && !site.inScope(name, id) {
+					continue
+				}
 				k := sort.Search(len(tl), func(i int) bool { return t.Less(tl[i].HLC) }) // messages 1..k are at or below t
 				if k == 0 {
 					continue
@@ -1008,23 +1048,37 @@ func (s *sim) setPredicate() {
 	s.logf("%s: set %s v%d = %s", site.name, name, v, src)
 }
 
+// simScopes are the stream names transient predicates are scoped to: the
+// sim's streams, one no stream has, and every stream.
+var simScopes = []string{"kv", "jobs", "ckpt", "late-0", "late-1", "late-2", "none", core.AllStreams}
+
 // transientPredicate defines a transient predicate under a name never used
-// before, or removes one: indexes are reused, and what a removed one
-// released must not leak into the next (its first advance must start at
-// 0, and every release be proven by the acks).
+// before and scopes it, widens the scope of one, or removes one: indexes
+// are reused, and what a removed one released must not leak into the next
+// (its first advance must start at 0, and every release be proven by the
+// acks). Scopes are checked after every Ready (checkEvaluated) and step
+// (checkAll): a scope added is evaluated at once, and no frontier moves
+// outside a scope.
 func (s *sim) transientPredicate() {
 	site := s.anyUp()
 	if site == nil {
 		return
 	}
-	if len(site.transient) > 0 && s.rng.IntN(2) == 0 {
+	if len(site.transient) > 0 {
 		i := s.rng.IntN(len(site.transient))
 		name := site.transient[i]
-		site.transient = slices.Delete(site.transient, i, i+1)
-		s.check(site.core.RemoveTransient(name), "remove transient predicate")
-		s.counts["transient.remove"]++
-		s.logf("%s: remove %s", site.name, name)
-		return
+		switch s.rng.IntN(3) {
+		case 0:
+			site.transient = slices.Delete(site.transient, i, i+1)
+			delete(site.scopes, name)
+			s.check(site.core.RemoveTransient(name), "remove transient predicate")
+			s.counts["transient.remove"]++
+			s.logf("%s: remove %s", site.name, name)
+			return
+		case 1:
+			s.scope(site, name)
+			return
+		}
 	}
 	s.transients++
 	name := fmt.Sprintf("=t%d", s.transients)
@@ -1035,8 +1089,63 @@ func (s *sim) transientPredicate() {
 	s.check(err, "define transient predicate")
 	s.noteDef(site, name, 1, src)
 	site.transient = append(site.transient, name)
+	if site.scopes == nil {
+		site.scopes = map[string]map[string]bool{}
+	}
+	site.scopes[name] = map[string]bool{}
 	s.counts["transient.define"]++
 	s.logf("%s: define %s = %s", site.name, name, src)
+	// Mostly scoped at once, as a driver does; sometimes left unscoped
+	// for a while, evaluated nowhere.
+	if s.rng.IntN(4) > 0 {
+		s.scope(site, name)
+	}
+}
+
+// scope adds a random stream name, or every stream, to a transient
+// predicate's scope.
+func (s *sim) scope(site *simSite, name string) {
+	stream := simScopes[s.rng.IntN(len(simScopes))]
+	s.check(site.core.ScopeTransient(name, stream), "scope transient predicate")
+	site.scopes[name][stream] = true
+	s.counts["transient.scope"]++
+	s.logf("%s: scope %s to %q", site.name, name, stream)
+}
+
+// checkEvaluated checks a Ready as soon as the core handed it out, before
+// any input: every frontier is current, at least what its predicate gives
+// on the stream's acks now, and a transient predicate's only on the
+// streams in its scope, which every Ready.Scoped entry names.
+func (s *sim) checkEvaluated(site *simSite, rd core.Ready) {
+	for _, sc := range rd.Scoped {
+		if !site.scopes[sc.Predicate][sc.Stream] {
+			s.failf("%s: Ready.Scoped names %s, which was not asked for (%v)", site.name, sc, site.scopes[sc.Predicate])
+		}
+		s.counts["transient.scoped"]++
+	}
+	c := site.core
+	current := map[string]string{} // the source of each predicate's current version
+	for _, name := range site.transient {
+		current[name] = site.defs[name][1]
+	}
+	for _, d := range c.Predicates() {
+		current[d.Name] = d.Source
+	}
+	for _, id := range c.Streams() {
+		acks, err := c.Acks(id)
+		s.check(err, "acks")
+		origin, _ := s.schema.SiteIndex(id.Origin)
+		for _, name := range sortedKeys(current, strings.Compare) {
+			if strings.HasPrefix(name, "=") && !site.inScope(name, id) {
+				continue // checkAll: zero there
+			}
+			f, err := c.Frontier(id, name)
+			s.check(err, "frontier")
+			if v, _ := s.compiled(current[name]).Eval(acks, origin, site.idx); f.Seq < v {
+				s.failf("%s: after a Ready, frontier %s %s = %d, but its acks give %d: not evaluated (scope %v)", site.name, id, name, f.Seq, v, site.scopes[name])
+			}
+		}
+	}
 }
 
 func (s *sim) step() {
@@ -1177,6 +1286,21 @@ func (s *sim) converged() string {
 		for _, d := range site.core.Predicates() {
 			if t, _ := site.core.StableTime(d.Name); t.Less(maxT) {
 				return fmt.Sprintf("%s: stable time %s = %s, below the newest message's %s", site.name, d.Name, t, maxT)
+			}
+		}
+		// Transient predicates reach the heads in their scopes, and their
+		// stable times, over fewer streams, the newest message's time.
+		for _, name := range site.transient {
+			for _, id := range sortedKeys(s.truth, cmpIDs) {
+				if !site.inScope(name, id) {
+					continue
+				}
+				if f, err := site.core.Frontier(id, name); err != nil || f.Seq != uint64(len(s.truth[id])) {
+					return fmt.Sprintf("%s: frontier %s %s (scope %v) = %d, head %d (%v)", site.name, id, name, site.scopes[name], f.Seq, len(s.truth[id]), err)
+				}
+			}
+			if t, _ := site.core.StableTime(name); t.Less(maxT) {
+				return fmt.Sprintf("%s: stable time %s (scope %v) = %s, below the newest message's %s", site.name, name, site.scopes[name], t, maxT)
 			}
 		}
 	}

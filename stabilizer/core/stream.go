@@ -44,6 +44,9 @@ type stream struct {
 
 	rel   []release // by predicate index (pred.idx), grown on demand
 	dirty bool      // acks changed since frontiers were evaluated
+	// scope is the list of the stream's name: the transient predicates
+	// evaluated on it besides Core.every.
+	scope *scopeList
 
 	// resyncSession/resyncHead remember the last resend request sent for
 	// this stream, so that a burst of out-of-order data asks only once.
@@ -91,6 +94,8 @@ func (c *Core) newStream(id StreamID, origin int) *stream {
 		queued:  make([]bool, c.nlevels),
 		dirty:   true,
 	}
+	s.scope = c.scopeList(id.Name)
+	s.scope.streams = append(s.scope.streams, s)
 	c.originDirty[origin] = true
 	if s.own {
 		s.next = make([]uint64, c.n)
