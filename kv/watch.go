@@ -44,7 +44,7 @@ func (s *Store) Watch(ctx context.Context, prefix, stable string, fn func(Versio
 	if stable != "" {
 		// Held for the watch's life: it waits on the predicate at every
 		// change.
-		release, err := s.node.Hold(ctx, stable)
+		release, err := s.node.HoldOn(ctx, stable, Stream)
 		if err != nil {
 			return err
 		}

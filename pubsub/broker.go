@@ -286,7 +286,7 @@ func (b *Broker) learnTopic(rec topicRecord, v stabilizer.HLC, origin string) *t
 			return nil
 		}
 		delivery = name
-		if r, err := b.node.Hold(b.ctx, rec.Delivery); err == nil {
+		if r, err := b.node.HoldOn(b.ctx, rec.Delivery, Stream); err == nil {
 			release = r
 		}
 	}
