@@ -34,7 +34,7 @@ func natsPS(args []string) error {
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	setup, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	sys, err := natsps.Dial(setup, natsps.Config{Servers: job.Servers, Stream: job.Stream, PlaceConsumers: job.PlaceConsumers, Logf: logf})
+	sys, err := natsps.Dial(setup, natsps.Config{Servers: job.Servers, Stream: job.Stream, ConsumerLeaders: job.ConsumerLeaders, Logf: logf})
 	if err != nil {
 		return err
 	}

@@ -198,6 +198,9 @@ missed or not measured.`,
 			if err := errors.Join(errs...); err != nil {
 				return err
 			}
+			if o.natsConsumers != "stream" && o.natsConsumers != "subscriber" {
+				return fmt.Errorf("--nats-consumers %q: want stream or subscriber", o.natsConsumers)
+			}
 			o.degradeBW = b
 			o.tputWarm = o.tputWindow / 4
 			o.progress = cmd.ErrOrStderr()
@@ -222,6 +225,7 @@ missed or not measured.`,
 	f.DurationVar(&o.stallBefore, "stall-before", 10*time.Second, "publishing in the memory phase before the stall")
 	f.DurationVar(&o.stallAfter, "stall-after", 10*time.Second, "and after it")
 	f.DurationVar(&o.rssEvery, "rss-every", 500*time.Millisecond, "RSS sampling interval")
+	f.StringVar(&o.natsConsumers, "nats-consumers", o.natsConsumers, "where NATS's durable consumers are led on the WAN: subscriber (in the subscriber's region) or stream (with the stream's leader)")
 	f.StringVar(&skip, "skip", "", "parts to leave out: "+strings.Join(psParts, ", ")+" (comma-separated)")
 	f.BoolVar(&o.keepWork, "keep-work", false, "keep the clusters' data and logs in DIR/work")
 	return cmd

@@ -48,9 +48,12 @@ type psOptions struct {
 	// stall; RSS sampled every rssEvery.
 	stallBefore, stall, stallAfter time.Duration
 	rssEvery                       time.Duration
-	skip                           map[string]bool
-	keepWork                       bool
-	progress                       io.Writer
+	// natsConsumers is where NATS's durable consumers are led on the
+	// WAN: "subscriber" or "stream" (peerapi.PSJob.ConsumerLeaders).
+	natsConsumers string
+	skip          map[string]bool
+	keepWork      bool
+	progress      io.Writer
 }
 
 // Parts of the run --skip names.
@@ -78,7 +81,7 @@ const degradeSettle = time.Second
 const psSetupAllowance = 8 * time.Second
 
 func newPubSubCmdOptions() psOptions {
-	return psOptions{degradeAdd: 500 * time.Millisecond, degradeBW: wan.MBPerSecond}
+	return psOptions{degradeAdd: 500 * time.Millisecond, degradeBW: wan.MBPerSecond, natsConsumers: "subscriber"}
 }
 
 func runPubSub(ctx context.Context, o psOptions) error {

@@ -128,13 +128,12 @@ func benchNATSPSWAN(ctx context.Context, o psOptions, topo *wan.Topology, dir st
 	for _, s := range topo.Sites {
 		subs = append(subs, psload.Sub{Region: s, Topic: topicNATSWAN, Durable: "wan-" + s})
 	}
-	consumers := map[string]bool{}
 	for _, l := range topo.Sites {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		fmt.Fprintf(o.progress, "nats: stream leader to %s, %d publishes per region\n", l, o.publishes)
-		out, err := natsJob(ctx, o, peers, dir, "wan-"+l, peerapi.PSJob{Servers: servers, Stream: natsPSStream, Leader: l, PlaceConsumers: true,
+		out, err := natsJob(ctx, o, peers, dir, "wan-"+l, peerapi.PSJob{Servers: servers, Stream: natsPSStream, Leader: l, ConsumerLeaders: o.natsConsumers,
 			Loop: &psload.LoopConfig{Regions: topo.Sites, Topics: []string{topicNATSWAN}, Subscribers: subs, Warmup: o.warmup, Count: o.publishes, Bytes: o.bytes}})
 		if err != nil || out.Loop == nil {
 			for _, s := range topo.Sites {
@@ -150,11 +149,12 @@ func benchNATSPSWAN(ctx context.Context, o psOptions, topo *wan.Topology, dir st
 			}
 		}
 		for d, at := range out.ConsumerLeaders {
-			if !consumers[d+at] {
-				consumers[d+at] = true
-				if "wan-"+at != d {
-					res.note("NATS: durable consumer %s was led at %s, not in its subscriber's region.", d, at)
-				}
+			want := strings.TrimPrefix(d, "wan-")
+			if o.natsConsumers == "stream" {
+				want = l
+			}
+			if at != want {
+				res.note("NATS, leader %s: durable consumer %s was led at %s when the load ended, not %s.", l, d, at, want)
 			}
 		}
 		res.add(pub...)
@@ -166,9 +166,10 @@ func benchNATSPSWAN(ctx context.Context, o psOptions, topo *wan.Topology, dir st
 		"configured as the NATS maintainers advise for a stream spanning regions (github.com/ripienaar/multi-region-nats): one cluster of routes, server_tags region:<region>, jetstream unique_tag \"region:\", an R3 file-backed stream; "+
 		"sync_interval: always, so that every replica fsyncs each Raft entry before it counts (nats-server server/opts.go; the stream's Raft WAL is a filestore with SyncAlways, server/jetstream_cluster.go). "+
 		"The stream's leader moved to each region in turn by leader step-down with placement.preferred ($JS.API.STREAM.LEADER.STEPDOWN, server/jetstream_api.go) and checked with the stream's info before and after each load; "+
-		"a durable pull consumer per region (explicit acks, deliver new, R3 like the stream, ack wait 30 s and max ack pending 1000 as NATS's defaults), its leader moved to its subscriber's region the same way. "+
+		"a durable pull consumer per region (explicit acks, deliver new, R3 like the stream, ack wait 30 s and max ack pending 1000 as NATS's defaults), its leader moved the same way %s; "+
+		"a replicated consumer with acks sends a delivery only once its delivered state has a quorum (server/consumer.go, replicateDeliveries), a round trip of the consumer's own Raft group on top of the stream's commit. "+
 		"A closed-loop publisher per region to its own server (nats.go jetstream Publish, which waits for the stream's ack), %d measured publishes after %d of warm-up, all regions at once.",
-		natsServerVersion, o.publishes, o.warmup)
+		natsServerVersion, map[string]string{"subscriber": "to its subscriber's region", "stream": "to the stream's leader"}[o.natsConsumers], o.publishes, o.warmup)
 	if o.skip["degraded"] {
 		skipNATSDegraded(res, o.subscribers, "skipped: --skip degraded")
 		return nil

@@ -3,7 +3,8 @@
 // "<stream>.<topic>"), a client connection per region to that region's
 // server, durable pull consumers for subscriptions, and the placement the
 // bench needs: the stream's leader moved to a chosen region, each durable
-// consumer's leader to its subscriber's region, both by a leader step-down
+// consumer's leader to its subscriber's region or to the stream's leader,
+// both by a leader step-down
 // that names the preferred server ($JS.API.STREAM.LEADER.STEPDOWN and
 // $JS.API.CONSUMER.LEADER.STEPDOWN with placement.preferred, nats-server
 // v2.11 and later; server/jetstream_api.go), checked with the stream or

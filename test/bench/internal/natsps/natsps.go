@@ -19,6 +19,16 @@ import (
 // DefaultStream is the stream of Config.Stream "".
 const DefaultStream = "BENCH"
 
+// Values of Config.ConsumerLeaders.
+const (
+	// ConsumersAtSubscriber leads a durable consumer in its subscriber's
+	// region: deliveries leave from the subscriber's own server.
+	ConsumersAtSubscriber = "subscriber"
+	// ConsumersWithStream leads it where the stream is led: deliveries
+	// leave as soon as the leader commits.
+	ConsumersWithStream = "stream"
+)
+
 // Config says which servers to use.
 type Config struct {
 	// Servers maps each region to the client address (host:port) of its
@@ -28,9 +38,10 @@ type Config struct {
 	Stream string
 	// Replicas of the stream; default 3.
 	Replicas int
-	// PlaceConsumers moves each durable consumer's leader to its
-	// subscriber's region when Subscribe creates it.
-	PlaceConsumers bool
+	// ConsumerLeaders says where Subscribe moves a durable consumer's
+	// leader: ConsumersAtSubscriber, ConsumersWithStream, or "" to leave
+	// it where NATS put it.
+	ConsumerLeaders string
 	// Logf, if set, is told of placement moves.
 	Logf func(format string, args ...any)
 }
@@ -50,6 +61,11 @@ var _ psload.System = (*System)(nil)
 func Dial(ctx context.Context, cfg Config) (*System, error) {
 	if len(cfg.Servers) == 0 {
 		return nil, errors.New("natsps: Servers: missing")
+	}
+	switch cfg.ConsumerLeaders {
+	case "", ConsumersAtSubscriber, ConsumersWithStream:
+	default:
+		return nil, fmt.Errorf("natsps: ConsumerLeaders: %q, want %q, %q or empty", cfg.ConsumerLeaders, ConsumersAtSubscriber, ConsumersWithStream)
 	}
 	if cfg.Stream == "" {
 		cfg.Stream = DefaultStream
@@ -324,8 +340,8 @@ func (s subscription) Close() error {
 // Subscribe creates (or updates) the durable pull consumer durable on the
 // topic's subject, explicit acks, delivering new messages, replicated like
 // the stream, with NATS's default ack wait (30 s) and max ack pending
-// (1000); moves its leader to region when Config.PlaceConsumers says so;
-// and consumes it through region's server.
+// (1000); moves its leader as Config.ConsumerLeaders says; and consumes it
+// through region's server.
 func (s *System) Subscribe(ctx context.Context, region, topic, durable string) (psload.Subscription, error) {
 	js, err := s.client(region)
 	if err != nil {
@@ -344,9 +360,21 @@ func (s *System) Subscribe(ctx context.Context, region, topic, durable string) (
 			return nil, fmt.Errorf("natsps: consumer %s: %w", durable, err)
 		}
 	}
-	if s.cfg.PlaceConsumers {
+	switch s.cfg.ConsumerLeaders {
+	case ConsumersAtSubscriber:
 		if err := s.PlaceConsumer(cctx, durable, region); err != nil {
 			return nil, err
+		}
+	case ConsumersWithStream:
+		l, err := s.StreamLeader(cctx)
+		if err == nil && l == "" {
+			err = errors.New("the stream has no leader")
+		}
+		if err == nil {
+			err = s.PlaceConsumer(cctx, durable, l)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("natsps: consumer %s with the stream's leader: %w", durable, err)
 		}
 	}
 	mc, err := c.Messages()

@@ -88,7 +88,7 @@ func TestNATS(t *testing.T) {
 	servers := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sys, err := Dial(ctx, Config{Servers: servers, PlaceConsumers: true, Logf: t.Logf})
+	sys, err := Dial(ctx, Config{Servers: servers, ConsumerLeaders: ConsumersAtSubscriber, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,9 +68,10 @@ type PSJob struct {
 	// Leader, if set, moves the stream's leader to that region's server
 	// before the load.
 	Leader string `json:"leader,omitempty"`
-	// PlaceConsumers moves each durable consumer's leader to its
-	// subscriber's region.
-	PlaceConsumers bool `json:"place_consumers,omitempty"`
+	// ConsumerLeaders says where each durable consumer's leader is moved:
+	// "subscriber" (its subscriber's region), "stream" (with the stream's
+	// leader), or "" (where NATS put it); natsps.Config.ConsumerLeaders.
+	ConsumerLeaders string `json:"consumer_leaders,omitempty"`
 	// Loop or Async is the load; neither: only the set-up.
 	Loop  *psload.LoopConfig  `json:"loop,omitempty"`
 	Async *psload.AsyncConfig `json:"async,omitempty"`
