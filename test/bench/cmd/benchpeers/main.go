@@ -28,12 +28,12 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchpeers etcd-member|etcd-leader|etcd-wan-load|etcd-tput|nats-server|nats-tput FLAGS (started by wanbench kv)")
+		fmt.Fprintln(os.Stderr, "usage: benchpeers etcd-member|etcd-leader|etcd-wan-load|etcd-tput|nats-server|nats-tput|nats-ps FLAGS (started by wanbench kv and wanbench pubsub)")
 		os.Exit(2)
 	}
 	cmds := map[string]func([]string) error{
 		"etcd-member": etcdMember, "etcd-leader": etcdLeader, "etcd-wan-load": etcdWANLoad, "etcd-tput": etcdTput,
-		"nats-server": natsServer, "nats-tput": natsTput,
+		"nats-server": natsServer, "nats-tput": natsTput, "nats-ps": natsPS,
 	}
 	f, ok := cmds[os.Args[1]]
 	if !ok {

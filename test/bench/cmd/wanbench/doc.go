@@ -5,6 +5,15 @@
 // equal durability against etcd and NATS JetStream. It writes
 // results.json, latencies.json, report.md and PNG plots.
 //
+// `wanbench pubsub` is issue 16's: our pub/sub against NATS JetStream on
+// ec2-3 (publish-ack and cross-region delivery beside their bounds, a
+// degraded link, loopback throughput, memory under a stopped subscriber),
+// with the same outputs and every target marked met, missed or not
+// measured. Both systems are driven by package psload through
+// psload.System; NATS's implementation is package natsps (run by
+// benchpeers), ours plugs in at dialOurs in pubsub_ours.go and is not
+// wired yet, so its rows say "not measured: ours not wired yet".
+//
 // It lives in the Go module test/bench, apart from the library, so that the
 // root go.mod requires no peer's server (etcd, NATS) and no plotting
 // library; that module replaces the root module by path, so it always
@@ -22,6 +31,8 @@
 //	bin/wanbench kv --topology ec2-3 --out /tmp/bench --writes 5 --tput-duration 2s --inflight 64 --conns 1
 //	bin/wanbench kv --out /tmp/bench --skip wan,etcd,lin,nats --conns 1   # our throughput only
 //	bin/wanbench report --out /tmp/bench   # rewrite report.md and the plots from the JSON files
+//	bin/wanbench pubsub --topology ec2-3 --out /tmp/pubsub   # about 5 minutes with ours not wired; needs root for NATS's WAN rows
+//	bin/wanbench pubsub --out /tmp/pubsub --publishes 10 --degrade-window 5s --tput-duration 2s --stall 10s --stall-before 3s --stall-after 3s
 //
 // # How it runs the systems
 //
@@ -45,7 +56,13 @@
 // Files: bench.go runs the phases and holds results.json's rows; kv.go
 // drives our sites; etcd.go and nats.go the peers; report.go writes
 // report.md and the plots; testbed.go finds, starts and stops the
-// binaries.
+// binaries. The pub/sub bench: pubsub.go runs its phases; pubsub_ours.go
+// and pubsub_nats.go drive the two systems; psbounds.go holds the bounds,
+// psresults.go the rows and the targets, psreport.go and psplots.go the
+// report; rss.go samples the processes' memory.
+//
+// NATS on the WAN runs like etcd: each server in its own network namespace,
+// its routes through a wan.Demux per server (pubsub_nats.go says why).
 //
 // # Concurrency
 //

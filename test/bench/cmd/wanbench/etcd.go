@@ -36,9 +36,13 @@ import (
 //
 // Clients sit in their member's region: they reach its client URL directly.
 
-// netnsBed is the namespaces, veths and host addresses of the etcd members.
+// netnsBed is the namespaces, veths and host addresses of a peer's
+// members (etcd's, NATS's): member i listens on 10.<octet>.i.2 inside its
+// namespace, and the host holds 10.<octet>.100.(i+1), where a wan.Demux
+// accepts for it.
 type netnsBed struct {
 	ns, veth []string
+	octet    int
 	log      io.Writer
 }
 
@@ -50,19 +54,31 @@ func ipCmd(args ...string) error {
 	return nil
 }
 
-func memberAddr(i int) string    { return fmt.Sprintf("10.77.%d.2", i) }
-func advertiseAddr(i int) string { return fmt.Sprintf("10.77.100.%d", i+1) }
+// memberAddr is member i's address inside its namespace.
+func (b *netnsBed) memberAddr(i int) string { return fmt.Sprintf("10.%d.%d.2", b.octet, i) }
 
-// newNetnsBed makes one namespace per member; on error it removes what it
-// made and the error says what the machine refused.
-func newNetnsBed(n int, log io.Writer) (*netnsBed, error) {
+// advertiseAddr is the host's address for member i.
+func (b *netnsBed) advertiseAddr(i int) string { return fmt.Sprintf("10.%d.100.%d", b.octet, i+1) }
+
+// Address blocks of the peers' namespaces, 10.<octet>.0.0/16, apart so
+// that the two benches can run side by side.
+const (
+	etcdOctet = 77
+	natsOctet = 78
+)
+
+// newNetnsBed makes one namespace per member of the peer kind ("etcd",
+// "nats"), in 10.<octet>.0.0/16; on error it removes what it made and the
+// error says what the machine refused.
+func newNetnsBed(kind string, octet, n int, log io.Writer) (*netnsBed, error) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, errors.New("the ip command (iproute2) is not installed")
 	}
-	b := &netnsBed{log: log}
+	b := &netnsBed{octet: octet, log: log}
 	tag := os.Getpid() % 100000
 	for i := range n {
-		ns, host, peer := fmt.Sprintf("wanbed-etcd-%d-%d", tag, i), fmt.Sprintf("wbe%dh%d", tag, i), fmt.Sprintf("wbe%dn%d", tag, i)
+		ns := fmt.Sprintf("wanbed-%s-%d-%d", kind, tag, i)
+		host, peer := fmt.Sprintf("wb%c%dh%d", kind[0], tag, i), fmt.Sprintf("wb%c%dn%d", kind[0], tag, i)
 		if err := ipCmd("netns", "add", ns); err != nil {
 			b.close()
 			return nil, err
@@ -75,13 +91,13 @@ func newNetnsBed(n int, log io.Writer) (*netnsBed, error) {
 		b.veth = append(b.veth, host)
 		for _, args := range [][]string{
 			{"link", "set", peer, "netns", ns},
-			{"addr", "add", fmt.Sprintf("10.77.%d.1/24", i), "dev", host},
-			{"addr", "add", advertiseAddr(i) + "/32", "dev", host},
+			{"addr", "add", fmt.Sprintf("10.%d.%d.1/24", octet, i), "dev", host},
+			{"addr", "add", b.advertiseAddr(i) + "/32", "dev", host},
 			{"link", "set", host, "up"},
-			{"-n", ns, "addr", "add", memberAddr(i) + "/24", "dev", peer},
+			{"-n", ns, "addr", "add", b.memberAddr(i) + "/24", "dev", peer},
 			{"-n", ns, "link", "set", peer, "up"},
 			{"-n", ns, "link", "set", "lo", "up"},
-			{"-n", ns, "route", "add", "default", "via", fmt.Sprintf("10.77.%d.1", i)},
+			{"-n", ns, "route", "add", "default", "via", fmt.Sprintf("10.%d.%d.1", octet, i)},
 		} {
 			if err := ipCmd(args...); err != nil {
 				b.close()
@@ -217,7 +233,7 @@ func benchEtcdWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 	if len(topo.Sites) > 99 {
 		return skip("more than 99 sites")
 	}
-	bed, err := newNetnsBed(len(topo.Sites), o.progress)
+	bed, err := newNetnsBed("etcd", etcdOctet, len(topo.Sites), o.progress)
 	if err != nil {
 		return skip("this machine does not allow network namespaces with veth pairs: " + err.Error())
 	}
@@ -229,15 +245,15 @@ func benchEtcdWAN(ctx context.Context, o benchOptions, topo *wan.Topology, dir s
 	defer n.Close()
 	sources := map[string]string{}
 	for i, s := range topo.Sites {
-		sources[memberAddr(i)] = s
+		sources[bed.memberAddr(i)] = s
 	}
 	var listenPeer, advertise, listenClient []string
 	for i, s := range topo.Sites {
-		listenPeer = append(listenPeer, memberAddr(i)+":2380")
-		advertise = append(advertise, advertiseAddr(i)+":2380")
-		listenClient = append(listenClient, memberAddr(i)+":2379")
+		listenPeer = append(listenPeer, bed.memberAddr(i)+":2380")
+		advertise = append(advertise, bed.advertiseAddr(i)+":2380")
+		listenClient = append(listenClient, bed.memberAddr(i)+":2379")
 		others := maps.Clone(sources)
-		delete(others, memberAddr(i))
+		delete(others, bed.memberAddr(i))
 		d, err := n.Demux(wan.DemuxConfig{Listen: advertise[i], To: s, Target: listenPeer[i], Sources: others})
 		if err != nil {
 			return skip("cannot listen on the members' advertised addresses: " + err.Error())

@@ -1,6 +1,7 @@
-// Package peerapi is what wanbench and benchpeers exchange: the JSON files
+// Package peerapi is what wanbench and benchpeers exchange: the files
 // wanbench writes for benchpeers's commands (an etcd member's config, the
-// WAN load of etcd's clients) and the results benchpeers prints.
+// WAN load of etcd's clients, a NATS server's config file, a pub/sub job)
+// and the results benchpeers prints.
 //
 // The one idea: the peer systems and their clients run in processes of
 // their own, started by wanbench; this package is the whole of their
