@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test demo demo-predicates bench bench-go lint fuzz proto clean
+.PHONY: all build test demo demo-predicates bench bench-pubsub bench-go lint fuzz proto clean
 
 all: build
 
@@ -42,6 +42,17 @@ bench:
 	$(GO) build -o bin/ ./cmd/...
 	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
 	bin/wanbench kv --topology ec2-5 --out $(BENCH_OUT)
+
+# Issue 16's side-by-side run: our pub/sub against NATS JetStream (R3 across
+# the regions, sync_interval: always, its leader in each region in turn) on
+# the ec2-3 emulated WAN, a degraded link, loopback throughput and memory
+# under a stalled subscriber; under 10 minutes. NATS's WAN rows need root
+# (network namespaces). Results in PUBSUB_OUT (report.md, results.json, PNGs).
+PUBSUB_OUT ?= bin/bench-pubsub
+bench-pubsub:
+	$(GO) build -o bin/ ./cmd/...
+	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
+	bin/wanbench pubsub --topology ec2-3 --out $(PUBSUB_OUT)
 
 # Go benchmarks of every package; BENCH narrows them, e.g. make bench-go BENCH=Eval.
 BENCH ?= .

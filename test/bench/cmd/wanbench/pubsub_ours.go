@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/stabilizer/stabilizer/pubsub/pubsubclient"
 	"github.com/stabilizer/stabilizer/test/bench/internal/psload"
 	"github.com/stabilizer/stabilizer/wan"
 )
@@ -15,38 +16,143 @@ import (
 // psload.System, the interface NATS implements in package natsps; the one
 // place ours plugs in is dialOurs.
 
-// errOursNotWired is what dialOurs returns until our SDK is wired in; every
-// row of ours then says "not measured: ours not wired yet".
+// errOursNotWired is kept for the report's wording of a system that could
+// not be reached; dialOurs no longer returns it.
 var errOursNotWired = errors.New("ours not wired yet")
 
 // dialOurs connects a client to each of our sites (its client address
 // serves the pub/sub API beside the KV) and returns them as one
 // psload.System.
-//
-// TODO(pubsub): wire github.com/stabilizer/stabilizer/pubsub/pubsubclient
-// here once it lands, and delete errOursNotWired. An adapter over one
-// *pubsubclient.Client per site, by region:
-//
-//	CreateTopic(ctx, t)                    c.CreateTopic(ctx, pubsubclient.Topic{Name: t.Name, PublishAck: t.PublishAck, Delivery: t.Delivery})
-//	Publish(ctx, region, topic, data)      _, err := clients[region].Publish(ctx, topic, data)
-//	PublishAsync(ctx, region, topic, data) f, err := clients[region].PublishAsync(ctx, topic, data); Wait: <-f.Done(), then f.Result()
-//	Subscribe(ctx, region, topic, durable) clients[region].Subscribe(ctx, topic, pubsubclient.Durable(durable), pubsubclient.StartNew());
-//	                                       Next: m, err := sub.Next(ctx) -> psload.Msg{Data: m.Data, Ack: m.Ack}
-//	Close()                                every client's Close
-//
-// CreateTopic must accept the same definition again (the bench creates its
-// topics at each run). Subscribe returns once the subscription is live: for
-// an audience topic, the bench's warm-up publishes give the audience time
-// to include the new subscribers before anything is measured.
 func dialOurs(ctx context.Context, sites []siteInfo) (psload.System, error) {
-	return nil, errOursNotWired
+	o := &oursSystem{clients: map[string]*pubsubclient.Client{}}
+	for _, s := range sites {
+		c, err := pubsubclient.Dial([]string{s.Client})
+		if err != nil {
+			o.Close()
+			return nil, fmt.Errorf("dial %s: %w", s.Site, err)
+		}
+		o.clients[s.Site] = c
+		o.order = append(o.order, s.Site)
+	}
+	return o, nil
 }
 
-// oursWired says whether dialOurs can work, so that the bench starts no
-// sites while it cannot.
-//
-// TODO(pubsub): return nil once dialOurs is wired.
-func oursWired() error { return errOursNotWired }
+// oursWired says whether dialOurs can work.
+func oursWired() error { return nil }
+
+// oursSystem is our pub/sub as psload drives it: one client per site.
+type oursSystem struct {
+	clients map[string]*pubsubclient.Client
+	order   []string
+}
+
+func (o *oursSystem) client(region string) (*pubsubclient.Client, error) {
+	c, ok := o.clients[region]
+	if !ok {
+		return nil, fmt.Errorf("no site in region %q", region)
+	}
+	return c, nil
+}
+
+// CreateTopic creates the topic at the first site and waits until every
+// site knows it (definitions replicate through the KV).
+func (o *oursSystem) CreateTopic(ctx context.Context, t psload.Topic) error {
+	pub := t.PublishAck
+	del := t.Delivery
+	if del == predPersistedName {
+		del = ""
+	}
+	first := o.clients[o.order[0]]
+	if _, err := first.CreateTopic(ctx, pubsubclient.Topic{Name: t.Name, PublishAck: pub, Delivery: del}); err != nil {
+		return err
+	}
+	for _, s := range o.order {
+		for {
+			_, err := o.clients[s].GetTopic(ctx, t.Name)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, pubsubclient.ErrUnknownTopic) {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func (o *oursSystem) Publish(ctx context.Context, region, topic string, data []byte) error {
+	c, err := o.client(region)
+	if err != nil {
+		return err
+	}
+	_, err = c.Publish(ctx, topic, data)
+	return err
+}
+
+type oursFuture struct{ f *pubsubclient.Future }
+
+func (f oursFuture) Wait(ctx context.Context) error {
+	select {
+	case <-f.f.Done():
+		_, err := f.f.Result()
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (o *oursSystem) PublishAsync(ctx context.Context, region, topic string, data []byte) (psload.Future, error) {
+	c, err := o.client(region)
+	if err != nil {
+		return nil, err
+	}
+	f, err := c.PublishAsync(ctx, topic, data)
+	if err != nil {
+		return nil, err
+	}
+	return oursFuture{f}, nil
+}
+
+type oursSub struct{ s *pubsubclient.Subscription }
+
+func (s oursSub) Next(ctx context.Context) (psload.Msg, error) {
+	m, err := s.s.Next(ctx)
+	if err != nil {
+		return psload.Msg{}, err
+	}
+	return psload.Msg{Data: m.Data, Ack: m.Ack}, nil
+}
+
+func (s oursSub) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.s.Close(ctx)
+}
+
+func (o *oursSystem) Subscribe(ctx context.Context, region, topic, durable string) (psload.Subscription, error) {
+	c, err := o.client(region)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := c.Subscribe(ctx, topic, pubsubclient.Durable(durable), pubsubclient.StartNew())
+	if err != nil {
+		return nil, err
+	}
+	return oursSub{sub}, nil
+}
+
+func (o *oursSystem) Close() error {
+	var errs []error
+	for _, c := range o.clients {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
 
 // noteNotWired says once in the report why ours has no numbers.
 func noteNotWired(res *psResults) {
