@@ -28,7 +28,8 @@ func (b *Broker) apply(entries []stabilizer.Entry) error {
 	batch := b.store.ns.NewBatch()
 	stats := map[[2]string]originStats{}
 	touched := map[string]int{}
-	ids := map[string]bool{} // topic 0 id, within this batch
+	fresh := map[[2]string]*handed{} // what subscriptions may take at once
+	ids := map[string]bool{}         // topic 0 id, within this batch
 	var dups, bad int
 	for _, e := range entries {
 		m := &pubsubpb.Message{}
@@ -52,7 +53,11 @@ func (b *Broker) apply(entries []stabilizer.Entry) error {
 		st, ok := stats[sk]
 		if !ok {
 			st = b.store.statsOf(m.Topic, id.Origin) // only apply changes them
+			fresh[sk] = &handed{prev: st.LastSeq}
 		}
+		m.Origin, m.Seq = id.Origin, e.Seq
+		m.Hlc = &pubsubpb.HLC{Wall: e.HLC.Wall, Logical: e.HLC.Logical}
+		fresh[sk].ms = append(fresh[sk].ms, stored{Origin: id.Origin, Seq: e.Seq, HLC: e.HLC, Msg: m, Size: len(m.Data)})
 		st.Messages++
 		st.LastSeq = e.Seq
 		st.Bytes += uint64(len(e.Payload))
@@ -82,6 +87,9 @@ func (b *Broker) apply(entries []stabilizer.Entry) error {
 	if bad > 0 {
 		b.log.Warn("messages that are no pub/sub message were skipped", "stream", id, "count", bad)
 	}
+	for sk, h := range fresh {
+		b.handOver(sk[0], sk[1], h)
+	}
 	for t, n := range touched {
 		b.metrics.received(t, id.Origin, n)
 		b.wakeTopic(t)
@@ -107,5 +115,21 @@ func (b *Broker) forgetPending(upTo uint64) {
 		if p.seq <= upTo {
 			delete(b.mu.pending, k)
 		}
+	}
+}
+
+// handed is a run of one topic's messages from one origin that apply
+// stored, and the topic's last seq from that origin before them.
+type handed struct {
+	prev uint64
+	ms   []stored
+}
+
+// handOver gives the topic's live subscriptions what apply just stored.
+func (b *Broker) handOver(topic, origin string, h *handed) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.mu.byTopic[topic] {
+		s.handOver(origin, h.prev, h.ms)
 	}
 }

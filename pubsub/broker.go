@@ -146,13 +146,16 @@ type Broker struct {
 
 	mu struct {
 		sync.Mutex
-		closed    bool
-		started   bool
-		topics    map[string]*topicState
-		subs      map[subKey]*subscription
-		byTopic   map[string]map[*subscription]struct{} // the same, by topic
-		ephemeral uint64                                // names ephemeral subscriptions
-		pending   map[string]pendingID                  // msg ids of own publishes not yet applied
+		closed  bool
+		started bool
+		topics  map[string]*topicState
+		subs    map[subKey]*subscription
+		byTopic map[string]map[*subscription]struct{} // the same, by topic
+		// byDelivery lists the topics gated by each delivery predicate
+		// (by the name the core evaluates it under).
+		byDelivery map[string]map[string]bool
+		ephemeral  uint64               // names ephemeral subscriptions
+		pending    map[string]pendingID // msg ids of own publishes not yet applied
 	}
 }
 
@@ -190,6 +193,7 @@ func New(cfg Config) (*Broker, error) {
 	b.mu.topics = map[string]*topicState{}
 	b.mu.subs = map[subKey]*subscription{}
 	b.mu.byTopic = map[string]map[*subscription]struct{}{}
+	b.mu.byDelivery = map[string]map[string]bool{}
 	b.mu.pending = map[string]pendingID{}
 	b.aud = newAudience(b)
 	if err := b.store.open(); err != nil {
@@ -301,7 +305,16 @@ func (b *Broker) learnTopic(rec topicRecord, v stabilizer.HLC, origin string) *t
 	}
 	t := &topicState{def: rec, version: v, origin: origin, delivery: delivery, learned: b.cfg.Now(), release: release,
 		changed: make(chan struct{})}
+	if ok {
+		b.unindexLocked(cur)
+	}
 	b.mu.topics[rec.Name] = t
+	if delivery != "" {
+		if b.mu.byDelivery[delivery] == nil {
+			b.mu.byDelivery[delivery] = map[string]bool{}
+		}
+		b.mu.byDelivery[delivery][rec.Name] = true
+	}
 	b.mu.Unlock()
 	if ok {
 		close(cur.changed)
@@ -322,6 +335,7 @@ func (b *Broker) forgetTopic(name string, v stabilizer.HLC, origin string) {
 		return
 	}
 	delete(b.mu.topics, name)
+	b.unindexLocked(cur)
 	b.mu.Unlock()
 	close(cur.changed)
 	if cur.release != nil {
@@ -337,6 +351,7 @@ func (b *Broker) dropUnseen(seen map[string]bool, scanned time.Time) {
 	for name, t := range b.mu.topics {
 		if !seen[name] && t.learned.Before(scanned) {
 			delete(b.mu.topics, name)
+			b.unindexLocked(t)
 			gone = append(gone, t)
 		}
 	}
@@ -346,6 +361,16 @@ func (b *Broker) dropUnseen(seen map[string]bool, scanned time.Time) {
 		if t.release != nil {
 			t.release()
 		}
+	}
+}
+
+func (b *Broker) unindexLocked(t *topicState) {
+	if t.delivery == "" {
+		return
+	}
+	delete(b.mu.byDelivery[t.delivery], t.def.Name)
+	if len(b.mu.byDelivery[t.delivery]) == 0 {
+		delete(b.mu.byDelivery, t.delivery)
 	}
 }
 
@@ -387,11 +412,19 @@ func (b *Broker) watchFrontiers() {
 func (b *Broker) wakeDelivery(pred string, all bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for topic, subs := range b.mu.byTopic {
-		if t, ok := b.mu.topics[topic]; ok && (all || (t.delivery != "" && t.delivery == pred)) {
+	if all {
+		for _, subs := range b.mu.byTopic {
 			for s := range subs {
 				s.signal()
 			}
+		}
+		return
+	}
+	// Only topics gated by this predicate: the others deliver what is
+	// stored, and apply wakes them.
+	for topic := range b.mu.byDelivery[pred] {
+		for s := range b.mu.byTopic[topic] {
+			s.signal()
 		}
 	}
 }

@@ -151,11 +151,18 @@ func (b *Broker) original(topic, id string) (pendingID, bool) {
 	return pendingID{stream: stabilizer.StreamID{Origin: seen.origin, Name: Stream}, seq: seen.seq, hlc: seen.hlc}, true
 }
 
-// waitAll waits for every published message's predicate: once per (topic,
-// stream), for the highest seq, since frontiers cover prefixes.
+// waitAll waits for every published message's predicate: once per
+// predicate and stream, for the highest seq, since frontiers cover
+// prefixes. Topics whose publish-ack predicates are the same share the
+// wait: an audience topic waits with the others whose audience is the same
+// set of sites, and alone again if its audience changes meanwhile.
 func (b *Broker) waitAll(ctx context.Context, ms []Message, out []PublishResult) {
 	type group struct {
 		topic  string
+		stream stabilizer.StreamID
+	}
+	type waitKey struct {
+		pred   string
 		stream stabilizer.StreamID
 	}
 	last := map[group]uint64{}
@@ -165,10 +172,43 @@ func (b *Broker) waitAll(ctx context.Context, ms []Message, out []PublishResult)
 			last[g] = max(last[g], out[i].Seq)
 		}
 	}
+	keyOf := map[group]waitKey{}
+	version := map[group]*audTopic{} // audience topics: the version they wait under
+	upTo := map[waitKey]uint64{}
 	done := map[group]waitResult{}
 	for g, seq := range last {
-		f, err := b.waitPublished(ctx, g.topic, g.stream, seq)
-		done[g] = waitResult{f, err}
+		pred, at, err := b.publishPredicate(g.topic, g.stream)
+		if err != nil {
+			done[g] = waitResult{err: err}
+			continue
+		}
+		k := waitKey{pred, g.stream}
+		keyOf[g], version[g] = k, at
+		upTo[k] = max(upTo[k], seq)
+	}
+	waited := map[waitKey]waitResult{}
+	for k, seq := range upTo {
+		err := b.node.WaitFor(ctx, k.stream, k.pred, seq)
+		f, ferr := b.node.Frontier(context.WithoutCancel(ctx), k.stream, k.pred)
+		if err == nil && ferr != nil {
+			f = stabilizer.FrontierState{Stream: k.stream, Predicate: k.pred, Seq: seq}
+		}
+		waited[k] = waitResult{f, err}
+	}
+	for g, seq := range last {
+		k, ok := keyOf[g]
+		if !ok {
+			continue
+		}
+		r := waited[k]
+		if at := version[g]; at != nil && (r.err != nil || b.aud.current(g.topic) != at) {
+			// Its audience changed during the wait (or the wait failed):
+			// wait as the versions say.
+			r.f, r.err = b.aud.wait(ctx, g.topic, seq)
+		} else if at != nil {
+			r.f.Predicate, r.f.Version = pubsubpb.Audience, at.version
+		}
+		done[g] = r
 	}
 	for i := range out {
 		if out[i].Err != nil {
@@ -182,33 +222,29 @@ func (b *Broker) waitAll(ctx context.Context, ms []Message, out []PublishResult)
 	}
 }
 
+// publishPredicate is what a publish to topic on stream waits for: the
+// topic's predicate, or, for an audience topic of this site, its audience's
+// current version (returned too).
+func (b *Broker) publishPredicate(topic string, stream stabilizer.StreamID) (string, *audTopic, error) {
+	t, ok := b.topic(topic)
+	if !ok {
+		return "", nil, fmt.Errorf("%w: %q was deleted", ErrUnknownTopic, topic)
+	}
+	if t.def.PublishAck != pubsubpb.Audience {
+		return t.def.PublishAck, nil, nil
+	}
+	if stream.Origin != b.node.Site() {
+		// The original of a retry was published elsewhere: its origin
+		// knows its audience, this site does not; ask for its own copy.
+		return "local", nil, nil
+	}
+	at := b.aud.current(topic)
+	return at.pred, at, nil
+}
+
 type waitResult struct {
 	f   stabilizer.FrontierState
 	err error
-}
-
-// waitPublished waits until the topic's publish-ack frontier on stream
-// covers seq, and returns that frontier (how far it got, on error).
-func (b *Broker) waitPublished(ctx context.Context, topic string, stream stabilizer.StreamID, seq uint64) (stabilizer.FrontierState, error) {
-	t, ok := b.topic(topic)
-	if !ok {
-		return stabilizer.FrontierState{}, fmt.Errorf("%w: %q was deleted", ErrUnknownTopic, topic)
-	}
-	if t.def.PublishAck == pubsubpb.Audience && stream.Origin == b.node.Site() {
-		return b.aud.wait(ctx, topic, seq)
-	}
-	pred := t.def.PublishAck
-	if pred == pubsubpb.Audience {
-		// The original of a retry was published elsewhere: its origin
-		// knows its audience, this site does not; ask for its own copy.
-		pred = "local"
-	}
-	err := b.node.WaitFor(ctx, stream, pred, seq)
-	f, ferr := b.node.Frontier(context.WithoutCancel(ctx), stream, pred)
-	if err == nil && ferr != nil {
-		return stabilizer.FrontierState{Stream: stream, Predicate: pred, Seq: seq}, nil
-	}
-	return f, err
 }
 
 func (b *Broker) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

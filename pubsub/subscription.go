@@ -97,6 +97,11 @@ type subscription struct {
 		cursors   map[string]uint64
 		bodies    map[consumer.MsgID]*pubsubpb.Message // offered, not yet delivered
 		bodyBytes int                                  // their sizes, bounded by maxBodyBytes
+		// tail holds, per origin, messages the applier handed over as it
+		// stored them, when they follow the cursor at once: a caught-up
+		// subscription reads nothing back from storage.
+		tail      map[string][]stored
+		tailBytes int
 		closing   bool
 		dirty     bool // the position changed since it was last stored
 		storing   bool // a storeAsync runs
@@ -233,6 +238,7 @@ func (b *Broker) findSub(o SubOptions) (*subscription, bool, error) {
 	s.mu.consumers = map[consumer.ConsumerID]*Consumer{}
 	s.mu.cursors = map[string]uint64{}
 	s.mu.bodies = map[consumer.MsgID]*pubsubpb.Message{}
+	s.mu.tail = map[string][]stored{}
 	b.mu.subs[key] = s
 	if b.mu.byTopic[key.topic] == nil {
 		b.mu.byTopic[key.topic] = map[*subscription]struct{}{}
@@ -585,6 +591,9 @@ func (s *subscription) fill() {
 }
 
 func (s *subscription) fillOrigin(origin string, upTo uint64) {
+	if !s.fillFromTail(origin, upTo) {
+		return
+	}
 	s.mu.Lock()
 	room := s.mu.st.Room()
 	after := s.mu.cursors[origin]
@@ -605,20 +614,87 @@ func (s *subscription) fillOrigin(origin string, upTo uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range batch {
-		id := consumer.MsgID{Origin: origin, Seq: m.Seq}
-		s.mu.cursors[origin] = m.Seq
-		if s.mu.st.Acked(id) {
-			continue
-		}
-		if err := s.mu.st.Offer(id, now); err != nil {
-			s.mu.cursors[origin] = m.Seq - 1
+		if !s.offerLocked(m, now) {
 			return
 		}
-		if n := len(m.Msg.Data); s.mu.bodyBytes+n <= maxBodyBytes {
-			s.mu.bodies[id] = m.Msg
-			s.mu.bodyBytes += n
-		}
 	}
+}
+
+// fillFromTail offers what the applier handed over, up to upTo; it says
+// whether storage may hold more to read (the tail is empty).
+func (s *subscription) fillFromTail(origin string, upTo uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tail := s.mu.tail[origin]
+	if len(tail) == 0 {
+		return true
+	}
+	now := s.b.cfg.Now()
+	i := 0
+	for ; i < len(tail); i++ {
+		m := tail[i]
+		if m.Seq <= s.mu.cursors[origin] {
+			s.mu.tailBytes -= m.Size
+			continue // read from storage meanwhile
+		}
+		if m.Seq > upTo || !s.offerLocked(m, now) {
+			break
+		}
+		s.mu.tailBytes -= m.Size
+	}
+	tail = tail[i:]
+	if len(tail) == 0 {
+		delete(s.mu.tail, origin)
+		return false
+	}
+	s.mu.tail[origin] = tail
+	return false
+}
+
+// offerLocked offers one message read in order; false when the state has
+// no room (the cursor stays before it).
+func (s *subscription) offerLocked(m stored, now time.Time) bool {
+	id := consumer.MsgID{Origin: m.Origin, Seq: m.Seq}
+	if s.mu.st.Acked(id) {
+		s.mu.cursors[m.Origin] = m.Seq
+		return true
+	}
+	if err := s.mu.st.Offer(id, now); err != nil {
+		return false
+	}
+	s.mu.cursors[m.Origin] = m.Seq
+	if n := len(m.Msg.Data); s.mu.bodyBytes+n <= maxBodyBytes {
+		s.mu.bodies[id] = m.Msg
+		s.mu.bodyBytes += n
+	}
+	return true
+}
+
+// maxTailBytes bounds the messages handed over and not yet offered.
+const maxTailBytes = 1 << 20
+
+// handOver appends messages the applier just stored, of one topic and
+// origin, the first following prev, when they follow what the subscription
+// read or was handed; otherwise the pump reads them from storage.
+func (s *subscription) handOver(origin string, prev uint64, ms []stored) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tail := s.mu.tail[origin]
+	end := s.mu.cursors[origin]
+	if len(tail) > 0 {
+		end = tail[len(tail)-1].Seq
+	}
+	if end != prev {
+		return
+	}
+	for _, m := range ms {
+		if s.mu.tailBytes+m.Size > maxTailBytes || len(tail) >= s.opts.MaxAckPending {
+			break
+		}
+		tail = append(tail, m)
+		s.mu.tailBytes += m.Size
+	}
+	s.mu.tail[origin] = tail
 }
 
 // maxBodyBytes bounds the messages a subscription keeps between reading
