@@ -26,6 +26,8 @@ type Core struct {
 	byOrigin [][]*stream // streams by origin site index
 
 	peers []*peer // by site index; nil at self
+	// relayOrigins counts the peers whose streams this site relays.
+	relayOrigins int
 
 	preds     map[string]*pred
 	predNames []string // sorted
@@ -128,7 +130,7 @@ func New(cfg Config, st State) (*Core, error) {
 	c.schemaFP = SchemaFingerprint(cfg.Schema)
 	for i, name := range cfg.Schema.Sites {
 		if i != self {
-			c.peers[i] = &peer{idx: i, name: name}
+			c.peers[i] = &peer{idx: i, name: name, relay: make([]relayState, len(cfg.Schema.Sites))}
 		}
 	}
 	for _, name := range frontier.BuiltinNames() {
@@ -373,7 +375,11 @@ func (c *Core) Tick(now int64) {
 	for _, p := range c.peers {
 		// A refused channel waits for the driver to reconnect: the peer
 		// said why, and asking again every few ticks would not change it.
-		if p == nil || !p.connected || p.rejected != nil {
+		if p == nil {
+			continue
+		}
+		c.tickRelay(p)
+		if !p.connected || p.rejected != nil {
 			continue
 		}
 		stuck := !p.established || len(p.inflight) > 0
@@ -396,6 +402,8 @@ func (c *Core) Connected(peer string) error {
 	p.connected = true
 	p.rejected = nil
 	p.needFull = true
+	p.heard = false
+	c.originBack(p)
 	c.newSession(p)
 	return nil
 }
@@ -407,9 +415,14 @@ func (c *Core) Disconnected(peer string) error {
 	if err != nil {
 		return fmt.Errorf("core: disconnected: %w", err)
 	}
+	if p.connected {
+		p.downTick = c.tick
+	}
 	p.connected = false
 	p.established = false
+	p.heard = false
 	p.resetInflight()
+	p.relayEpoch++
 	return nil
 }
 

@@ -95,6 +95,9 @@ func (c *Core) HasReady() bool {
 				}
 			}
 		}
+		if c.relayPending(p) {
+			return true
+		}
 	}
 	return false
 }
@@ -188,6 +191,7 @@ func (c *Core) Ready() Ready {
 		}
 		c.ctrlMessage(&rd, p, hb, full)
 		c.dataMessages(&rd, p)
+		c.relayMessages(&rd, p)
 	}
 
 	c.trimChanges()
