@@ -26,8 +26,11 @@ type Core struct {
 	byOrigin [][]*stream // streams by origin site index
 
 	peers []*peer // by site index; nil at self
-	// relayOrigins counts the peers whose streams this site relays.
+	// relayOrigins counts the peers whose streams this site relays;
+	// relayScan, that inputs came since the last Ready relayed all it
+	// could (relayPending).
 	relayOrigins int
+	relayScan    bool
 
 	preds     map[string]*pred
 	predNames []string // sorted
@@ -372,6 +375,7 @@ func (c *Core) Append(name string, payload []byte) (uint64, HLC, error) {
 func (c *Core) Tick(now int64) {
 	c.tick++
 	c.phys = max(c.phys, now)
+	c.relayScan = true
 	for _, p := range c.peers {
 		// A refused channel waits for the driver to reconnect: the peer
 		// said why, and asking again every few ticks would not change it.
@@ -399,6 +403,7 @@ func (c *Core) Connected(peer string) error {
 	if err != nil {
 		return fmt.Errorf("core: connected: %w", err)
 	}
+	c.relayScan = true
 	p.connected = true
 	p.rejected = nil
 	p.needFull = true
@@ -415,6 +420,7 @@ func (c *Core) Disconnected(peer string) error {
 	if err != nil {
 		return fmt.Errorf("core: disconnected: %w", err)
 	}
+	c.relayScan = true
 	if p.connected {
 		p.downTick = c.tick
 	}

@@ -112,6 +112,7 @@ func (c *Core) Step(m Message) error {
 		return fmt.Errorf("core: step %s: %w: from self", m.Type, ErrBadMessage)
 	}
 	p := c.peers[from]
+	c.relayScan = true
 	switch m.Type {
 	case MsgHello:
 		if m.Version != ProtocolVersion {

@@ -193,6 +193,9 @@ func (c *Core) Ready() Ready {
 		c.dataMessages(&rd, p)
 		c.relayMessages(&rd, p)
 	}
+	// Whatever could be relayed was: the window is full, or nothing is due
+	// until an input changes the table, the connections or the time.
+	c.relayScan = false
 
 	c.trimChanges()
 

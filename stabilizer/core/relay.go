@@ -112,9 +112,12 @@ func (c *Core) canRelay(p *peer) bool {
 	return c.relayOrigins > 0 && p.established && p.heard && !p.windowFull
 }
 
-// relayPending reports whether relayMessages would send p anything.
+// relayPending reports whether relayMessages would send p anything. Once a
+// Ready relayed all it could, nothing is pending until an input (Step, Tick,
+// a connection change) marks relayScan: the scan costs every stream of
+// every origin relayed.
 func (c *Core) relayPending(p *peer) bool {
-	if !c.canRelay(p) {
+	if !c.relayScan || !c.canRelay(p) {
 		return false
 	}
 	for _, o := range c.peers {
@@ -131,8 +134,9 @@ func (c *Core) relayPending(p *peer) bool {
 }
 
 // relayMessages sends p what it lacks of the streams of origins this site
-// relays, in Data messages of at most MaxBatchBytes, within the window of
-// p's channel, which own and relayed entries share.
+// relays, in Data messages of their own (apart from this site's entries) of
+// at most MaxBatchBytes, within the window of p's channel, which own and
+// relayed entries share.
 func (c *Core) relayMessages(rd *Ready, p *peer) {
 	if !c.canRelay(p) {
 		return
@@ -145,10 +149,10 @@ func (c *Core) relayMessages(rd *Ready, p *peer) {
 		}
 		lacks := false
 		for _, s := range c.byOrigin[o.idx] {
-			nx := c.relayFrom(s, p)
-			if nx <= s.durable {
+			if s.acks[frontier.Received*c.n+p.idx] < s.durable {
 				lacks = true
 			}
+			nx := c.relayFrom(s, p)
 			if p.windowFull || !c.relayDue(s, p, nx, true) {
 				continue
 			}
