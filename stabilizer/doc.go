@@ -44,6 +44,14 @@
 // message it has not fsynced, and a site acks `persisted` only after its
 // fsync.
 //
+// A site relays: when an origin has been unreachable from it for
+// DefaultRelayAfter (Config.Core.RelayDelay ticks), it sends what it
+// persisted of the origin's streams to connected sites that lack it, from
+// its own log (stabilizer_relayed_entries_total). So a write acknowledged
+// under `majority` reaches the surviving sites although its origin died
+// before they had it; they take it as from the origin, each seq once, and
+// the origin, back, resumes from what they state they hold.
+//
 // # Concurrency
 //
 // Node methods are safe for concurrent use. Four kinds of goroutine run

@@ -21,6 +21,7 @@ type metrics struct {
 	readies     prometheus.Counter
 	entries     prometheus.Counter
 	advances    *prometheus.CounterVec
+	relayed     *prometheus.CounterVec
 	inline      *prometheus.GaugeVec
 	// inlineInUse and inlineIdle are inline's two series.
 	inlineInUse, inlineIdle prometheus.Gauge
@@ -50,6 +51,8 @@ func newMetrics(reg prometheus.Registerer, site string) (*metrics, error) {
 			Help: "Stream messages persisted at this site, own and remote.", ConstLabels: constLabels}),
 		advances: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stabilizer_frontier_advances_total",
 			Help: "Frontier advances published, per predicate.", ConstLabels: constLabels}, []string{"predicate"}),
+		relayed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stabilizer_relayed_entries_total",
+			Help: "Entries of other origins' streams this site relayed, per peer sent to.", ConstLabels: constLabels}, []string{"peer"}),
 		inline: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "stabilizer_inline_predicates",
 			Help: "Inline predicates the site holds: in_use by a call, or idle and kept for reuse.", ConstLabels: constLabels}, []string{"state"}),
 	}
@@ -58,7 +61,7 @@ func newMetrics(reg prometheus.Registerer, site string) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.appends, m.sentBytes, m.sentMsgs, m.recvBytes, m.recvMsgs,
-		m.connected, m.waitSeconds, m.readies, m.entries, m.advances, m.inline} {
+		m.connected, m.waitSeconds, m.readies, m.entries, m.advances, m.relayed, m.inline} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -92,5 +95,11 @@ func (m *metrics) observeReady(rd *core.Ready) {
 	m.entries.Add(float64(len(rd.Entries)))
 	for _, a := range rd.Frontiers {
 		m.advances.WithLabelValues(predicateLabel(a.Predicate)).Inc()
+	}
+	for i := range rd.Messages {
+		// The core sends relayed entries in Data messages of their own.
+		if msg := &rd.Messages[i]; msg.Type == core.MsgData && len(msg.Entries) > 0 && msg.Entries[0].Stream.Origin != msg.From {
+			m.relayed.WithLabelValues(msg.To).Add(float64(len(msg.Entries)))
+		}
 	}
 }

@@ -51,6 +51,11 @@ const (
 	// write to fsync before it is published: at 10ms that was 200 fsyncs a
 	// second per idle site of three.
 	DefaultHeartbeatEvery = 50 * time.Millisecond
+	// DefaultRelayAfter is how long an origin must have been unreachable
+	// before this site relays what it persisted of the origin's streams to
+	// connected sites that lack it: longer than a reconnect after a
+	// dropped connection takes, short next to an outage.
+	DefaultRelayAfter = 300 * time.Millisecond
 )
 
 // Config configures a Node. Zero fields take the documented defaults.
@@ -79,9 +84,9 @@ type Config struct {
 	// disks and networks whose round trips take an fsync, the node sets
 	// zero fields to its own defaults: MaxBatchBytes 1 MiB,
 	// MaxInflightBytes 16 MiB, MaxMemoryBytes 32 MiB, and the tick counts
-	// ResendTicks, FullAckInterval and HeartbeatInterval from
-	// DefaultResendAfter, DefaultFullAckEvery and DefaultHeartbeatEvery at
-	// TickInterval.
+	// ResendTicks, FullAckInterval, HeartbeatInterval and RelayDelay from
+	// DefaultResendAfter, DefaultFullAckEvery, DefaultHeartbeatEvery and
+	// DefaultRelayAfter at TickInterval (RelayDelay -1 never relays).
 	Core core.Config
 	// Now is the physical clock for the HLC. Default time.Now.
 	Now func() time.Time
@@ -315,6 +320,9 @@ func (n *Node) Start() error {
 	}
 	if ccfg.FullAckInterval == 0 {
 		ccfg.FullAckInterval = max(1, int(DefaultFullAckEvery/n.cfg.TickInterval))
+	}
+	if ccfg.RelayDelay == 0 {
+		ccfg.RelayDelay = max(1, int(DefaultRelayAfter/n.cfg.TickInterval))
 	}
 	var seed [16]byte
 	_, _ = crand.Read(seed[:])

@@ -19,6 +19,9 @@ const (
 	DefaultFullAckInterval   = 100
 	DefaultResendTicks       = 50
 	DefaultClockReserve      = int64(100e6) // 100ms in nanoseconds
+	// DefaultRelayDelay: 300 ms at the millisecond tick the package
+	// documentation suggests.
+	DefaultRelayDelay = 300
 	// MaxStreamName bounds stream names, which travel in every entry.
 	MaxStreamName = 200
 )
@@ -92,6 +95,13 @@ type Config struct {
 	// data is in flight, or without an answer to Hello, before the core
 	// opens a new session. Default 50.
 	ResendTicks int
+	// RelayDelay is how many ticks an origin must have been disconnected
+	// from this site before this site relays the origin's streams, from
+	// its own log, to connected peers that lack what it persisted of them
+	// (see Relay in the package documentation). A holder that is not the
+	// preferred relay of a stream waits as long again without the peer
+	// making progress. Default 300; -1 never relays.
+	RelayDelay int
 }
 
 // Validate reports every bad field of c, not only the first.
@@ -123,6 +133,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("core: config: %s: %d is negative", name, v))
 		}
 	}
+	if c.RelayDelay < -1 {
+		errs = append(errs, fmt.Errorf("core: config: RelayDelay: %d is below -1", c.RelayDelay))
+	}
 	if c.ClockReserve < 0 {
 		errs = append(errs, fmt.Errorf("core: config: ClockReserve: %d is negative", c.ClockReserve))
 	}
@@ -150,6 +163,7 @@ func (c Config) withDefaults() Config {
 	def(&c.HeartbeatInterval, DefaultHeartbeatInterval)
 	def(&c.FullAckInterval, DefaultFullAckInterval)
 	def(&c.ResendTicks, DefaultResendTicks)
+	def(&c.RelayDelay, DefaultRelayDelay)
 	if c.ClockReserve == 0 {
 		c.ClockReserve = DefaultClockReserve
 	}

@@ -26,6 +26,11 @@ type Core struct {
 	byOrigin [][]*stream // streams by origin site index
 
 	peers []*peer // by site index; nil at self
+	// relayOrigins counts the peers whose streams this site relays;
+	// relayScan, that inputs came since the last Ready relayed all it
+	// could (relayPending).
+	relayOrigins int
+	relayScan    bool
 
 	preds     map[string]*pred
 	predNames []string // sorted
@@ -150,7 +155,7 @@ func New(cfg Config, st State) (*Core, error) {
 	c.schemaFP = SchemaFingerprint(cfg.Schema)
 	for i, name := range cfg.Schema.Sites {
 		if i != self {
-			c.peers[i] = &peer{idx: i, name: name}
+			c.peers[i] = &peer{idx: i, name: name, relay: make([]relayState, len(cfg.Schema.Sites))}
 		}
 	}
 	for _, name := range frontier.BuiltinNames() {
@@ -399,10 +404,15 @@ func (c *Core) Append(name string, payload []byte) (uint64, HLC, error) {
 func (c *Core) Tick(now int64) {
 	c.tick++
 	c.phys = max(c.phys, now)
+	c.relayScan = true
 	for _, p := range c.peers {
 		// A refused channel waits for the driver to reconnect: the peer
 		// said why, and asking again every few ticks would not change it.
-		if p == nil || !p.connected || p.rejected != nil {
+		if p == nil {
+			continue
+		}
+		c.tickRelay(p)
+		if !p.connected || p.rejected != nil {
 			continue
 		}
 		stuck := !p.established || len(p.inflight) > 0
@@ -422,9 +432,12 @@ func (c *Core) Connected(peer string) error {
 	if err != nil {
 		return fmt.Errorf("core: connected: %w", err)
 	}
+	c.relayScan = true
 	p.connected = true
 	p.rejected = nil
 	p.needFull = true
+	p.heard = false
+	c.originBack(p)
 	c.newSession(p)
 	if p.helloSession != 0 {
 		// Our answer to the peer's Hello may have been sent before our
@@ -442,9 +455,15 @@ func (c *Core) Disconnected(peer string) error {
 	if err != nil {
 		return fmt.Errorf("core: disconnected: %w", err)
 	}
+	c.relayScan = true
+	if p.connected {
+		p.downTick = c.tick
+	}
 	p.connected = false
 	p.established = false
+	p.heard = false
 	p.resetInflight()
+	p.relayEpoch++
 	return nil
 }
 

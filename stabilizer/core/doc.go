@@ -57,6 +57,49 @@
 // with Positions; a session without progress for ResendTicks is reopened.
 // Resends are harmless: a destination takes only the next seq of each stream.
 //
+// Relay: when an origin has been disconnected from this site for RelayDelay
+// ticks (the core counts ticks; it reads no clock), this site sends the
+// origin's entries it persisted to each connected peer that lacks them, as
+// far as the ack table says (the peer's `received` cell of the stream below
+// what this site persisted), from its own log, in Data messages on its own
+// channel to the peer and within that channel's window, once an Acks
+// message of the peer arrived since it connected (so that a restarted
+// relay does not resend from seq 1 what the peer holds). It starts past the
+// peer's `received` cell and past what it already relayed in the channel's
+// current session; a new session or a resend request starts it over from
+// the cell. To spare duplicate traffic, one holder is preferred for each
+// stream and peer: of this site and its connected peers but the peer and
+// the origin, the one whose `persisted` cell of the stream is highest, the
+// lowest site index on a tie. Any other holder takes over only once the
+// peer's `received` cells of the origin's streams stood still for another
+// RelayDelay ticks (the preferred holder may be cut off from the peer, or
+// still connected to the origin and so not relaying), and relays until the
+// peer lacks nothing it holds of them. Views of the table lag, so two holders
+// may relay the same entries for a while; that is harmless. A site accepts
+// an entry of origin O from any peer exactly as from O: only the next seq of
+// the stream, persisted, acked, delivered in order; a gap is answered with
+// Positions as on the origin's channel, which restarts the sender's
+// relaying to it from the table. No site is ever sent entries of its own
+// streams. When O is connected again it resumes each peer from the
+// Positions the peer states, which count what relays brought, so nothing
+// reaches an application twice. Relayed entries to a site of an earlier
+// release are refused one by one (ErrBadMessage) and change nothing, so
+// ProtocolVersion stays 1.
+//
+// Why a seq still names one message with relays: by induction on the order
+// in which copies come into being, every copy of entry (O, name, seq) at any
+// site is the entry O persisted under that seq, with its payload and HLC. O
+// sends only entries it persisted (Ready ordering) and never reuses a seq it
+// persisted, crashes included. A relay sends only entries at or below its
+// own persisted head of the stream (an entry persisted in the same Ready
+// leaves after its fsync); it took each of those, in seq order, from O or
+// from another relay, and so, by induction, holds O's entry. A receiver
+// takes seq k only as the successor of the k-1 it holds, and never replaces
+// a seq it holds, so copies that arrive twice, from O and a relay, or from
+// two relays, are dropped. This holds only as long as O's own log keeps
+// what it persisted; a site whose storage lost data or was wiped breaks it
+// with or without relays (see stepPositions).
+//
 // Control plane: each site sends its own row of the ack table (every stream,
 // every level) to every other site: the cells changed since the last message,
 // in the next Ready if received or persisted changed, else at most every

@@ -55,7 +55,7 @@ func newDDCluster(t *testing.T, d *datadriven.TestData) *ddCluster {
 	c := &ddCluster{
 		schema: &frontier.Schema{Sites: names, Levels: []string{"verified"}},
 		cfg: core.Config{
-			HeartbeatInterval: 1000, FullAckInterval: 1000, ResendTicks: 1000,
+			HeartbeatInterval: 1000, FullAckInterval: 1000, ResendTicks: 1000, RelayDelay: 1000,
 		},
 	}
 	d.MaybeScanArgs(t, "inflight", &c.cfg.MaxInflightBytes)
@@ -63,6 +63,7 @@ func newDDCluster(t *testing.T, d *datadriven.TestData) *ddCluster {
 	d.MaybeScanArgs(t, "memory", &c.cfg.MaxMemoryBytes)
 	d.MaybeScanArgs(t, "heartbeat", &c.cfg.HeartbeatInterval)
 	d.MaybeScanArgs(t, "unapplied", &c.cfg.MaxUnapplied)
+	d.MaybeScanArgs(t, "relay", &c.cfg.RelayDelay)
 	c.cfg.Schema = c.schema
 	for _, n := range names {
 		s := &ddSite{name: n, store: newStore()}

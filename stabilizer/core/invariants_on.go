@@ -60,6 +60,18 @@ func (c *Core) assertInvariants() {
 		}
 	}
 	c.assertScopes()
+	relaying := 0
+	for _, p := range c.peers {
+		if p != nil && p.relaying {
+			relaying++
+			if p.connected {
+				panic(fmt.Sprintf("core: invariant: relaying the streams of %s, which is connected", p.name))
+			}
+		}
+	}
+	if relaying != c.relayOrigins {
+		panic(fmt.Sprintf("core: invariant: %d origins relayed, %d counted", relaying, c.relayOrigins))
+	}
 	for _, p := range c.peers {
 		if p == nil {
 			continue

@@ -36,6 +36,18 @@ type peer struct {
 	lastCtrl   uint64 // tick of the last Acks sent to the peer
 	sentCtrl   bool
 	needFull   bool
+
+	// Relaying (relay.go). downTick is the tick the peer was last
+	// disconnected (0: not connected since New); relaying, that it has
+	// been for RelayDelay ticks, so this site relays its streams.
+	downTick uint64
+	relaying bool
+	// As a relay destination: heard, that an Acks message of the peer
+	// arrived since Connected, so its row here is fresh; relay, per
+	// origin; relayEpoch voids the stream cursors to the peer when bumped.
+	heard      bool
+	relay      []relayState
+	relayEpoch uint64
 }
 
 type flight struct {
@@ -72,6 +84,7 @@ func (c *Core) newSession(p *peer) {
 	p.session = c.cfg.Rand.Uint64() | 1
 	p.established = false
 	p.resetInflight()
+	p.relayEpoch++
 	p.progressTick = c.tick
 	c.pendingMsgs = append(c.pendingMsgs, Message{
 		Type: MsgHello, From: c.cfg.Site, To: p.name, Session: p.session, Version: ProtocolVersion, Schema: c.schemaFP,
@@ -113,6 +126,7 @@ func (c *Core) Step(m Message) error {
 		return fmt.Errorf("core: step %s: %w: from self", m.Type, ErrBadMessage)
 	}
 	p := c.peers[from]
+	c.relayScan = true
 	switch m.Type {
 	case MsgHello:
 		if m.Version != ProtocolVersion {
@@ -192,6 +206,7 @@ func (c *Core) stepPositions(p *peer, m Message) error {
 	// once, right after a resend request.
 	p.established = true
 	p.resetInflight()
+	p.relayEpoch++
 	p.progressTick = c.tick
 	return err
 }
@@ -201,8 +216,10 @@ func (c *Core) stepData(from int, m Message) error {
 	var err error
 	for i := range m.Entries {
 		e := &m.Entries[i]
-		if e.Stream.Origin != m.From {
-			err = fmt.Errorf("core: data from %s: %w: entry of stream %s", m.From, ErrBadMessage, e.Stream)
+		if e.Stream.Origin == c.cfg.Site {
+			// No relay sends a site its own streams: it is their only
+			// source.
+			err = fmt.Errorf("core: data from %s: %w: entry of our own stream %s", m.From, ErrBadMessage, e.Stream)
 			continue
 		}
 		s, lerr := c.lookup(e.Stream)
@@ -252,10 +269,14 @@ func (c *Core) stepAcks(p *peer, m Message) error {
 		if a.Seq <= s.acks[i] {
 			continue
 		}
+		if a.Level == frontier.Received && s.origin != c.self {
+			p.relay[s.origin].fed = c.tick
+		}
 		s.acks[i], s.hlcs[i] = a.Seq, a.HLC
 		s.dirty = true
 		c.timeDirty = true
 	}
+	p.heard = true
 	p.releaseInflight(c.n, c.tick)
 	if c.originT[p.idx].Less(m.Clock) {
 		// Take the heartbeat whole or not at all: a head left out would

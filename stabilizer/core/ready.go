@@ -97,6 +97,9 @@ func (c *Core) HasReady() bool {
 				}
 			}
 		}
+		if c.relayPending(p) {
+			return true
+		}
 	}
 	return false
 }
@@ -189,7 +192,11 @@ func (c *Core) Ready() Ready {
 		}
 		c.ctrlMessage(&rd, p, hb, full)
 		c.dataMessages(&rd, p)
+		c.relayMessages(&rd, p)
 	}
+	// Whatever could be relayed was: the window is full, or nothing is due
+	// until an input changes the table, the connections or the time.
+	c.relayScan = false
 
 	c.trimChanges()
 

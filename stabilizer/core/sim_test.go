@@ -56,6 +56,7 @@ func TestSim(t *testing.T) {
 		"crash", "crash.before_sync", "crash.after_sync", "restart", "cut", "drop", "dup",
 		"setpred", "storage.reads", "seeds.lazy", "interleave", "delivered", "frontier", "stabletime", "msg.hello", "msg.positions",
 		"transient.define", "transient.scope", "transient.remove", "transient.scoped", "transient.frontier", "transient.stabletime",
+		"relayed", "relayed.down",
 	} {
 		if total[k] == 0 {
 			t.Errorf("no seed exercised %q: %v", k, total)
@@ -265,6 +266,9 @@ type sim struct {
 	transients int
 	trace      hash.Hash64 // of every message sent, for TestSimDeterministic
 
+	// downPhase: healing all but one site (healWithout).
+	downPhase bool
+
 	// flight mirrors, per (origin, destination), the data sent in the
 	// current session and not yet acknowledged received, to check the
 	// bytes-in-flight bound from outside.
@@ -331,6 +335,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 		ClockReserve:      int64(pick(1, 5e6, 100e6)),
 		FullAckInterval:   pick(20, 50),
 		ResendTicks:       pick(15, 40),
+		RelayDelay:        pick(3, 10, 30),
 		LazyFrontiers:     rng.IntN(2) == 0,
 	}
 	for i, name := range names {
@@ -673,6 +678,12 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 		case core.MsgData:
 			for _, e := range m.Entries {
 				s.sameAsTruth(site, "sent", e)
+				if e.Stream.Origin != m.From {
+					s.counts["relayed"]++
+					if s.downPhase {
+						s.counts["relayed.down"]++
+					}
+				}
 			}
 		case core.MsgAcks:
 			for _, a := range m.Cells {
@@ -1264,6 +1275,81 @@ func (s *sim) heal() {
 	}
 }
 
+// healWithout stops all faults but keeps down crashed, and runs until every
+// live site holds every stream as far as any live site persisted it: the
+// down site's streams by relay, from the sites that hold them, the others
+// from their origins. heal then brings down back, and what it sends must
+// not be delivered twice (handle checks every delivery's seq).
+func (s *sim) healWithout(down *simSite) {
+	s.faults = false
+	s.downPhase = true
+	defer func() { s.downPhase = false }()
+	for _, site := range s.sites {
+		site.crashInReady = 0
+	}
+	if down.up {
+		s.crash(down)
+	}
+	for _, site := range s.sites {
+		if site != down && !site.up {
+			s.restart(site)
+		}
+	}
+	for _, k := range sortedKeys(s.cut, func(a, b [2]int) int { return (a[0]-b[0])*64 + a[1] - b[1] }) {
+		delete(s.cut, k)
+		s.connect(s.sites[k[0]], s.sites[k[1]]) // not to down: heal's restart does
+	}
+	const budget = 3000
+	for i := 0; i < budget && !s.failed; i++ {
+		for _, site := range s.sites {
+			s.process(site)
+		}
+		for s.deliver() {
+			for _, site := range s.sites {
+				s.process(site)
+			}
+		}
+		for _, site := range s.sites {
+			if site.up {
+				s.apply(site, true)
+				s.process(site)
+			}
+		}
+		s.checkAll()
+		if s.caughtUp(down) == "" {
+			s.counts["relay.phases"]++
+			return
+		}
+		s.tick()
+	}
+	if !s.failed {
+		s.failf("with %s down, live sites did not catch up: %s\n%s", down.name, s.caughtUp(down), s.dump())
+	}
+}
+
+// caughtUp describes the first live site that lacks what another live site
+// persisted of a stream of down, or what its origin persisted of another
+// stream, or returns "".
+func (s *sim) caughtUp(down *simSite) string {
+	for _, id := range sortedKeys(s.truth, cmpIDs) {
+		want := uint64(len(s.truth[id]))
+		if id.Origin == down.name {
+			want = 0
+			for _, site := range s.upSites() {
+				if _, p, err := site.core.Head(id); err == nil {
+					want = max(want, p)
+				}
+			}
+		}
+		for _, site := range s.upSites() {
+			if _, p, _ := site.core.Head(id); p < want {
+				return fmt.Sprintf("%s holds %s up to %d, want %d", site.name, id, p, want)
+			}
+		}
+	}
+	return ""
+}
+
 // converged describes the first frontier that has not reached its head, or
 // returns "".
 func (s *sim) converged() string {
@@ -1330,6 +1416,9 @@ func runSimTrace(t *testing.T, seed uint64, steps int, total map[string]int) (tr
 	}()
 	for i := 0; i < steps && !s.failed; i++ {
 		s.step()
+	}
+	if !s.failed {
+		s.healWithout(s.sites[s.rng.IntN(len(s.sites))])
 	}
 	if !s.failed {
 		s.heal()

@@ -42,6 +42,10 @@ type stream struct {
 	// hbHead is the stream's head at its origin's latest clock heartbeat.
 	hbHead uint64
 
+	// relay is, for another origin's stream this site relayed, the cursor
+	// to each site (relay.go); nil until then.
+	relay []relayCursor
+
 	rel   []release // by predicate index (pred.idx), grown on demand
 	dirty bool      // acks changed since frontiers were evaluated
 	// scope is the list of the stream's name: the transient predicates
