@@ -20,7 +20,7 @@ type peer struct {
 	// peer, which may come up after the peer's, and is sent again when it
 	// does (Connected), or the peer would wait for its resend timeout.
 	helloSession uint64
-	rejected    error
+	rejected     error
 
 	// inflight lists what was sent on the channel and not yet acked
 	// received by the peer, in send order, for the bytes-in-flight bound.
