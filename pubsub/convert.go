@@ -32,7 +32,7 @@ func toPBHLC(h stabilizer.HLC) *pubsubpb.HLC {
 
 func toPBTopicInfo(t TopicInfo) *pubsubpb.TopicInfo {
 	out := &pubsubpb.TopicInfo{Topic: toPBTopic(t.Topic), CreatedAt: t.CreatedAt, Created: toPBHLC(t.Created),
-		Audience: t.Audience, AudienceVersion: t.AudienceVersion}
+		Audience: t.Audience, AudienceVersion: t.AudienceVersion, DuplicateWindowMs: t.DuplicateWindow.Milliseconds()}
 	for _, o := range t.Origins {
 		out.Origins = append(out.Origins, &pubsubpb.OriginStats{Origin: o.Origin, Messages: o.Messages, LastSeq: o.LastSeq,
 			DeliveryFrontier: o.DeliveryFrontier})

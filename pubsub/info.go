@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/stabilizer/stabilizer/pubsub/internal/consumer"
 	"github.com/stabilizer/stabilizer/stabilizer"
@@ -41,10 +42,11 @@ type TopicInfo struct {
 	Subscriptions   []SubscriptionInfo
 	Audience        []string
 	AudienceVersion uint64
+	DuplicateWindow time.Duration
 }
 
 func (b *Broker) info(ctx context.Context, t *topicState) TopicInfo {
-	out := TopicInfo{Topic: t.def.Topic, CreatedAt: t.def.CreatedAt, Created: t.version}
+	out := TopicInfo{Topic: t.def.Topic, CreatedAt: t.def.CreatedAt, Created: t.version, DuplicateWindow: b.cfg.DuplicateWindow}
 	stats := b.store.stats(t.def.Name)
 	for _, o := range slices.Sorted(maps.Keys(stats)) {
 		st := stats[o]

@@ -157,12 +157,13 @@ func (s *Server) publishBatch(ctx context.Context, batch []*pubsubpb.PublishRequ
 	out := make([]*pubsubpb.PublishReply, len(batch))
 	for i, r := range res {
 		out[i] = &pubsubpb.PublishReply{ReqId: batch[i].ReqId}
+		if r.Seq != 0 {
+			out[i].Result = toPBAck(r.PubAck) // where it went, also when its wait failed
+		}
 		if r.Err != nil {
 			st, _ := status.FromError(toStatus(r.Err))
 			out[i].Code, out[i].Error = int32(st.Code()), st.Message()
-			continue
 		}
-		out[i].Result = toPBAck(r.PubAck)
 	}
 	return out
 }

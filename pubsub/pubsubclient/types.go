@@ -113,6 +113,9 @@ type TopicInfo struct {
 	// them; AudienceVersion counts how often it changed here.
 	Audience        []string `json:"audience"`
 	AudienceVersion uint64   `json:"audience_version"`
+	// DuplicateWindow is how long the site remembers a message id: a
+	// retry with the same id within it is not published again.
+	DuplicateWindow time.Duration `json:"duplicate_window"`
 }
 
 // PubAck is a publish's answer: where the message is and how far the
@@ -185,7 +188,8 @@ func (s SubscriptionInfo) clone() SubscriptionInfo {
 
 func topicInfoOf(t *pubsubpb.TopicInfo) TopicInfo {
 	out := TopicInfo{Topic: topicOf(t.Topic), CreatedAt: t.CreatedAt, Created: hlcOf(t.Created),
-		Audience: slices.Clone(t.Audience), AudienceVersion: t.AudienceVersion}
+		DuplicateWindow: time.Duration(t.DuplicateWindowMs) * time.Millisecond,
+		Audience:        slices.Clone(t.Audience), AudienceVersion: t.AudienceVersion}
 	for _, o := range t.Origins {
 		out.Origins = append(out.Origins, OriginStats{Origin: o.Origin, Messages: o.Messages, LastSeq: o.LastSeq,
 			DeliveryFrontier: o.DeliveryFrontier})

@@ -697,8 +697,11 @@ type TopicInfo struct {
 	// them, and audience_version counts how often it changed here.
 	Audience        []string `protobuf:"bytes,6,rep,name=audience,proto3" json:"audience,omitempty"`
 	AudienceVersion uint64   `protobuf:"varint,7,opt,name=audience_version,json=audienceVersion,proto3" json:"audience_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// duplicate_window_ms is how long this site remembers a message id: a
+	// retry with the same id within it is not published again.
+	DuplicateWindowMs int64 `protobuf:"varint,8,opt,name=duplicate_window_ms,json=duplicateWindowMs,proto3" json:"duplicate_window_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *TopicInfo) Reset() {
@@ -776,6 +779,13 @@ func (x *TopicInfo) GetAudience() []string {
 func (x *TopicInfo) GetAudienceVersion() uint64 {
 	if x != nil {
 		return x.AudienceVersion
+	}
+	return 0
+}
+
+func (x *TopicInfo) GetDuplicateWindowMs() int64 {
+	if x != nil {
+		return x.DuplicateWindowMs
 	}
 	return 0
 }
@@ -1107,10 +1117,13 @@ func (x *PublishResponse) GetDuplicate() bool {
 }
 
 type PublishReply struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	ReqId  uint64                 `protobuf:"varint,1,opt,name=req_id,json=reqId,proto3" json:"req_id,omitempty"`
-	Result *PublishResponse       `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
-	// code is a google.rpc.Code (0 when result is set), error its message.
+	state protoimpl.MessageState `protogen:"open.v1"`
+	ReqId uint64                 `protobuf:"varint,1,opt,name=req_id,json=reqId,proto3" json:"req_id,omitempty"`
+	// result says where the message was published; it is also set beside
+	// an error when the message was published and its wait failed (a
+	// timeout, with how far the frontier got).
+	Result *PublishResponse `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// code is a google.rpc.Code (0 on success), error its message.
 	Code          int32  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
 	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2295,7 +2308,7 @@ const file_pubsub_pubsubpb_pubsub_proto_rawDesc = "" +
 	" \x03(\v2$.stabilizer.pubsub.v1.OriginPositionR\bposition\x12\x1f\n" +
 	"\vdead_letter\x18\v \x01(\tR\n" +
 	"deadLetter\x12\x12\n" +
-	"\x04site\x18\f \x01(\tR\x04site\"\xe4\x02\n" +
+	"\x04site\x18\f \x01(\tR\x04site\"\x94\x03\n" +
 	"\tTopicInfo\x121\n" +
 	"\x05topic\x18\x01 \x01(\v2\x1b.stabilizer.pubsub.v1.TopicR\x05topic\x12\x1d\n" +
 	"\n" +
@@ -2304,7 +2317,8 @@ const file_pubsub_pubsubpb_pubsub_proto_rawDesc = "" +
 	"\aorigins\x18\x04 \x03(\v2!.stabilizer.pubsub.v1.OriginStatsR\aorigins\x12L\n" +
 	"\rsubscriptions\x18\x05 \x03(\v2&.stabilizer.pubsub.v1.SubscriptionInfoR\rsubscriptions\x12\x1a\n" +
 	"\baudience\x18\x06 \x03(\tR\baudience\x12)\n" +
-	"\x10audience_version\x18\a \x01(\x04R\x0faudienceVersion\"\x13\n" +
+	"\x10audience_version\x18\a \x01(\x04R\x0faudienceVersion\x12.\n" +
+	"\x13duplicate_window_ms\x18\b \x01(\x03R\x11duplicateWindowMs\"\x13\n" +
 	"\x11ListTopicsRequest\"M\n" +
 	"\x12ListTopicsResponse\x127\n" +
 	"\x06topics\x18\x01 \x03(\v2\x1f.stabilizer.pubsub.v1.TopicInfoR\x06topics\"(\n" +
