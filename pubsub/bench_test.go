@@ -11,19 +11,22 @@ import (
 
 // BenchmarkTopics publishes at one site of three (in process) across n
 // topics, each with its own audience publish-ack predicate and its own
-// durable subscriber at another site, acking everything. It reports
+// subscriber at another site (ephemeral, or durable: then its position is
+// stored too), acking everything. It reports
 // messages per second and CPU per message (all three sites: one process);
 // with topics sharing their origin's stream and audience predicates shared
 // by source, both should stay flat as topics grow:
 //
 //	go test ./pubsub -run '^$' -bench Topics -benchtime 3000x
 func BenchmarkTopics(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
-		b.Run(fmt.Sprintf("topics=%d", n), func(b *testing.B) { benchTopics(b, n) })
+	for _, durable := range []bool{false, true} {
+		for _, n := range []int{10, 100, 1000} {
+			b.Run(fmt.Sprintf("durable=%v/topics=%d", durable, n), func(b *testing.B) { benchTopics(b, n, durable) })
+		}
 	}
 }
 
-func benchTopics(b *testing.B, n int) {
+func benchTopics(b *testing.B, n int, durable bool) {
 	c := newCluster(b, nil, sites3...)
 	ctx := context.Background()
 	names := make([]string, n)
@@ -44,7 +47,11 @@ func benchTopics(b *testing.B, n int) {
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, name := range names {
-		cn, err := c.broker(eu).Subscribe(ctx, SubOptions{Topic: name})
+		o := SubOptions{Topic: name}
+		if durable {
+			o.Durable = "dash"
+		}
+		cn, err := c.broker(eu).Subscribe(ctx, o)
 		if err != nil {
 			b.Fatal(err)
 		}
