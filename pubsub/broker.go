@@ -222,6 +222,7 @@ func (b *Broker) Start() error {
 	b.followTopics(b.ctx)
 	b.aud.start(b.ctx)
 	b.goBackground(b.watchFrontiers)
+	b.goBackground(b.writePositions)
 	return nil
 }
 
@@ -269,6 +270,22 @@ func (b *Broker) goBackground(fn func()) bool {
 		fn()
 	}()
 	return true
+}
+
+// closeGrace is how long a position being stored may still wait for its
+// predicate once the broker closes: the peers may be gone too, and what is
+// written replicates when the site comes back.
+const closeGrace = time.Second
+
+// graceContext bounds a final store: DefaultTimeout, or closeGrace after
+// the broker began to close.
+func (b *Broker) graceContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.DefaultTimeout)
+	stop := context.AfterFunc(b.ctx, func() {
+		t := time.AfterFunc(closeGrace, cancel)
+		context.AfterFunc(ctx, func() { t.Stop() })
+	})
+	return ctx, func() { stop(); cancel() }
 }
 
 // topic returns a topic this site knows.

@@ -36,10 +36,14 @@ type positionRecord struct {
 	Position   map[string]consumer.OriginPos `json:"position"`
 }
 
-func (b *Broker) storePosition(ctx context.Context, key subKey, o SubOptions, pos consumer.Position) error {
+func (b *Broker) positionValue(key subKey, o SubOptions, pos consumer.Position) ([]byte, error) {
 	rec := positionRecord{Topic: key.topic, Name: key.name, Site: b.node.Site(), Updated: b.cfg.Now().UTC(),
 		AckWait: o.AckWait, MaxDeliver: o.MaxDeliver, DeadLetter: o.DeadLetter, Position: pos}
-	val, err := json.Marshal(rec)
+	return json.Marshal(rec)
+}
+
+func (b *Broker) storePosition(ctx context.Context, key subKey, o SubOptions, pos consumer.Position) error {
+	val, err := b.positionValue(key, o, pos)
 	if err != nil {
 		return err
 	}
@@ -150,4 +154,85 @@ func (b *Broker) DeleteSubscription(ctx context.Context, topic, name string) err
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// writePositions stores, every PositionInterval, the positions of the
+// durable subscriptions whose acks changed them: all of them in one KV
+// batch per position predicate (one append and one wait, whatever the
+// number of subscriptions), while the pumps go on.
+func (b *Broker) writePositions() {
+	t := time.NewTicker(b.cfg.PositionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+		b.storeDirtyPositions()
+	}
+}
+
+type dirtyPosition struct {
+	s   *subscription
+	val []byte
+}
+
+func (b *Broker) storeDirtyPositions() {
+	b.mu.Lock()
+	subs := make([]*subscription, 0, len(b.mu.subs))
+	for _, s := range b.mu.subs {
+		if s.durable {
+			subs = append(subs, s)
+		}
+	}
+	b.mu.Unlock()
+	groups := map[string][]dirtyPosition{}
+	for _, s := range subs {
+		s.mu.Lock()
+		if !s.mu.dirty || s.mu.storing || s.mu.st == nil {
+			s.mu.Unlock()
+			continue
+		}
+		pos := s.mu.st.Position()
+		s.mu.dirty, s.mu.storing = false, true
+		s.mu.Unlock()
+		val, err := b.positionValue(s.key, s.opts, pos)
+		if err != nil {
+			b.log.Warn("encode position", "topic", s.key.topic, "subscription", s.key.name, "error", err)
+			s.positionStored(false)
+			continue
+		}
+		groups[s.opts.PositionPredicate] = append(groups[s.opts.PositionPredicate], dirtyPosition{s, val})
+	}
+	for pred, ds := range groups {
+		ops := make([]kv.Op, len(ds))
+		for i, d := range ds {
+			ops[i] = kv.Op{Key: positionKey(d.s.key.topic, d.s.key.name, b.node.Site()), Value: d.val}
+		}
+		// The batch's wait runs beside the pumps; the next tick's batch
+		// leaves out what this one still stores.
+		b.goBackground(func() {
+			ctx, cancel := context.WithTimeout(b.ctx, b.cfg.DefaultTimeout)
+			defer cancel()
+			res, err := b.kv.WriteBatch(ctx, ops, kv.WriteOptions{Wait: pred})
+			if err != nil && ctx.Err() == nil {
+				b.log.Warn("store positions", "subscriptions", len(ops), "error", err)
+			}
+			for i, d := range ds {
+				d.s.positionStored(res[i].Err == nil)
+			}
+		})
+	}
+}
+
+// positionStored ends a store of the position; a failed one is stored
+// again at the next tick.
+func (s *subscription) positionStored(ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.storing = false
+	if !ok {
+		s.mu.dirty = true
+	}
 }

@@ -2,7 +2,6 @@ package pubsub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -104,7 +103,7 @@ type subscription struct {
 		tailBytes int
 		closing   bool
 		dirty     bool // the position changed since it was last stored
-		storing   bool // a storeAsync runs
+		storing   bool // the broker's position writer is storing it
 		storeErr  error
 	}
 }
@@ -499,7 +498,7 @@ func (s *subscription) shutdown() {
 	// The positions are written at once; waiting for their predicate is
 	// bounded, since peers may be gone too: what is written replicates
 	// when the site comes back.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 	defer cancel()
 	for _, c := range cs {
 		_ = c.Close(ctx)
@@ -512,7 +511,6 @@ func (s *subscription) pump() {
 	defer close(s.done)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	lastStore := time.Time{}
 	for {
 		if s.closingNow() {
 			s.finish()
@@ -525,14 +523,6 @@ func (s *subscription) pump() {
 		wait := time.Hour
 		if d, ok := s.nextDeadline(); ok {
 			wait = max(d.Sub(now), 0)
-		}
-		if s.durable && s.isDirty() {
-			if since := now.Sub(lastStore); since >= s.b.cfg.PositionInterval {
-				s.storeAsync()
-				lastStore = now
-			} else {
-				wait = min(wait, s.b.cfg.PositionInterval-since)
-			}
 		}
 		timer.Reset(wait)
 		select {
@@ -555,12 +545,6 @@ func (s *subscription) closingNow() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mu.closing
-}
-
-func (s *subscription) isDirty() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.dirty
 }
 
 func (s *subscription) nextDeadline() (time.Time, bool) {
@@ -809,39 +793,6 @@ func (s *subscription) deadLetters() {
 	}
 }
 
-// storeAsync stores the position without holding up the pump; one store
-// runs at a time, and the next one takes the newest position.
-func (s *subscription) storeAsync() {
-	s.mu.Lock()
-	if !s.mu.dirty || s.mu.storing {
-		s.mu.Unlock()
-		return
-	}
-	s.mu.dirty, s.mu.storing = false, true
-	pos := s.mu.st.Position()
-	s.mu.Unlock()
-	ok := s.b.goBackground(func() {
-		ctx, cancel := context.WithTimeout(s.b.ctx, s.b.cfg.DefaultTimeout)
-		defer cancel()
-		err := s.b.storePosition(ctx, s.key, s.opts, pos)
-		if err != nil && !errors.Is(err, context.Canceled) {
-			s.b.log.Warn("store position", "topic", s.key.topic, "subscription", s.key.name, "error", err)
-		}
-		s.mu.Lock()
-		s.mu.storing = false
-		if err != nil {
-			s.mu.dirty = true
-		}
-		s.mu.Unlock()
-		s.signal()
-	})
-	if !ok {
-		s.mu.Lock()
-		s.mu.storing, s.mu.dirty = false, true
-		s.mu.Unlock()
-	}
-}
-
 // finish stores the final position of a durable subscription and removes
 // the subscription from the broker.
 func (s *subscription) finish() {
@@ -863,7 +814,7 @@ func (s *subscription) finish() {
 	if !s.durable {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.b.ctx), s.b.cfg.DefaultTimeout)
+	ctx, cancel := s.b.graceContext()
 	defer cancel()
 	err := s.b.storePosition(ctx, s.key, s.opts, pos)
 	s.mu.Lock()

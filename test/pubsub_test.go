@@ -264,7 +264,9 @@ func TestPubSubConsumerMovesSites(t *testing.T) {
 				}
 				storedAcked = len(acked)
 			}
+			moved := time.Now()
 			sub2, err := b.Subscribe(ctx, "jobs.events", pubsubclient.Durable("dash"), pubsubclient.StartNew())
+			t.Logf("resubscribed at ap-south-1 in %v", time.Since(moved))
 			if err != nil {
 				t.Fatal(err)
 			}
