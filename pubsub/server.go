@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/stabilizer/stabilizer/frontier"
@@ -75,24 +76,19 @@ func (s *Server) Publish(ctx context.Context, r *pubsubpb.PublishRequest) (*pubs
 // MaxUnanswered requests are read and not answered.
 func (s *Server) Publishes(stream pubsubpb.PubSub_PublishesServer) error {
 	ctx := stream.Context()
+	batched := false
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(pubsubpb.PublishesBatchHeader)) > 0 {
+		// Said at once, so that the client may batch its first publishes.
+		if err := stream.SendHeader(metadata.Pairs(pubsubpb.PublishesBatchHeader, "1")); err != nil {
+			return err
+		}
+		batched = true
+	}
 	slots := make(chan struct{}, pubsubpb.MaxUnanswered)
 	replies := make(chan []*pubsubpb.PublishReply, pubsubpb.MaxUnanswered)
 	var work sync.WaitGroup
 	sendErr := make(chan error, 1)
-	go func() {
-		for rs := range replies {
-			for _, r := range rs {
-				if err := stream.Send(r); err != nil {
-					sendErr <- err
-					for range replies { // let the publishers finish
-					}
-					return
-				}
-				<-slots
-			}
-		}
-		sendErr <- nil
-	}()
+	go func() { sendErr <- sendReplies(stream, replies, slots, batched) }()
 	reqs := make(chan *pubsubpb.PublishRequest, pubsubpb.MaxUnanswered)
 	readErr := make(chan error, 1)
 	go func() {
@@ -105,12 +101,16 @@ func (s *Server) Publishes(stream pubsubpb.PubSub_PublishesServer) error {
 				}
 				return
 			}
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return
+			more := r.More
+			r.More = nil
+			for _, q := range append([]*pubsubpb.PublishRequest{r}, more...) {
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				reqs <- q
 			}
-			reqs <- r
 		}
 	}()
 	for r := range reqs {
@@ -144,6 +144,37 @@ func (s *Server) Publishes(stream pubsubpb.PubSub_PublishesServer) error {
 	default:
 	}
 	return err
+}
+
+// maxBatchReplies bounds the answers in one message.
+const maxBatchReplies = 256
+
+// sendReplies sends the answers as they come, several to a message to a
+// client that reads batches, and frees a slot per answer.
+func sendReplies(stream pubsubpb.PubSub_PublishesServer, replies <-chan []*pubsubpb.PublishReply, slots chan struct{}, batched bool) error {
+	var failed error
+	for rs := range replies {
+		if failed != nil {
+			continue // let the publishers finish
+		}
+		for len(rs) > 0 {
+			n := 1
+			if batched {
+				n = min(len(rs), maxBatchReplies)
+			}
+			m := rs[0]
+			m.More = rs[1:n]
+			if err := stream.Send(m); err != nil {
+				failed = err
+				break
+			}
+			for range n {
+				<-slots
+			}
+			rs = rs[n:]
+		}
+	}
+	return failed
 }
 
 func (s *Server) publishBatch(ctx context.Context, batch []*pubsubpb.PublishRequest) []*pubsubpb.PublishReply {

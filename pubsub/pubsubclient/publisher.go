@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/stabilizer/stabilizer/pubsub/pubsubpb"
@@ -166,11 +167,26 @@ func (p *publisher) enqueue(f *Future) bool {
 	return true
 }
 
+// maxBatch bounds the publishes sent in one message.
+const maxBatch = 256
+
 // run opens the stream, starts read and sends until the stream breaks.
 func (p *publisher) run() {
-	stream, err := p.site.api.Publishes(p.ctx)
+	ctx := metadata.AppendToOutgoingContext(p.ctx, pubsubpb.PublishesBatchHeader, "1")
+	stream, err := p.site.api.Publishes(ctx)
 	if err != nil {
 		p.fail(err)
+		return
+	}
+	// A site that reads batches says so in its header, at once; until it
+	// has (and to one that does not), one publish goes per message.
+	var batched atomic.Bool
+	if !p.c.goroutine(func() {
+		if md, err := stream.Header(); err == nil && len(md.Get(pubsubpb.PublishesBatchHeader)) > 0 {
+			batched.Store(true)
+		}
+	}) {
+		p.fail(context.Canceled)
 		return
 	}
 	if !p.c.goroutine(func() { p.read(stream) }) {
@@ -194,14 +210,26 @@ func (p *publisher) run() {
 			if len(batch) == 0 {
 				break
 			}
-			for _, r := range batch {
-				if err := stream.Send(r); err != nil {
+			for rest := batch; len(rest) > 0; {
+				n := 1
+				if batched.Load() {
+					n = min(len(rest), maxBatch)
+				}
+				m := rest[0]
+				if n > 1 {
+					// A copy: the queued request stays as it was for a
+					// resend after a failover.
+					m = &pubsubpb.PublishRequest{ReqId: m.ReqId, Topic: m.Topic, Data: m.Data, Headers: m.Headers,
+						MsgId: m.MsgId, TimeoutMs: m.TimeoutMs, More: rest[1:n]}
+				}
+				if err := stream.Send(m); err != nil {
 					// io.EOF: the stream ended, and read learns why.
 					if !errors.Is(err, io.EOF) {
 						p.fail(err)
 					}
 					return
 				}
+				rest = rest[n:]
 			}
 			clear(batch)
 		}
@@ -216,7 +244,12 @@ func (p *publisher) read(stream pubsubpb.PubSub_PublishesClient) {
 			p.fail(err)
 			return
 		}
+		more := r.More
+		r.More = nil
 		p.answer(r)
+		for _, q := range more {
+			p.answer(q)
+		}
 	}
 }
 

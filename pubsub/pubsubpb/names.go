@@ -23,6 +23,11 @@ const (
 	// MaxUnanswered is how many publishes of one Publishes stream may wait
 	// for their acks before the site stops reading it.
 	MaxUnanswered = 4096
+	// PublishesBatchHeader is the metadata key by which a Publishes client
+	// and site say they read messages carrying several publishes or
+	// answers (PublishRequest.more, PublishReply.more): one gRPC message
+	// per batch instead of per publish, on both sides.
+	PublishesBatchHeader = "pubsub-publishes-batch"
 	// HeaderDeadLetterTopic, HeaderDeadLetterOrigin, HeaderDeadLetterSeq
 	// and HeaderDeadLetterDeliveries are set on a message a subscription
 	// sent to its dead-letter topic.

@@ -962,7 +962,11 @@ type PublishRequest struct {
 	// published again and the original's origin and seq are returned.
 	MsgId string `protobuf:"bytes,5,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
 	// timeout_ms bounds the wait when the call has no deadline; 0: default.
-	TimeoutMs     int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// more carries further publishes in the same message, on a Publishes
+	// stream whose site said it reads them (PublishesBatchHeader); each
+	// has its own req_id and is answered alone.
+	More          []*PublishRequest `protobuf:"bytes,7,rep,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1037,6 +1041,13 @@ func (x *PublishRequest) GetTimeoutMs() int64 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *PublishRequest) GetMore() []*PublishRequest {
+	if x != nil {
+		return x.More
+	}
+	return nil
 }
 
 type PublishResponse struct {
@@ -1124,8 +1135,11 @@ type PublishReply struct {
 	// timeout, with how far the frontier got).
 	Result *PublishResponse `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
 	// code is a google.rpc.Code (0 on success), error its message.
-	Code          int32  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
-	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Code  int32  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// more carries further answers in the same message, to a client that
+	// asked for them (PublishesBatchHeader).
+	More          []*PublishReply `protobuf:"bytes,5,rep,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1186,6 +1200,13 @@ func (x *PublishReply) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *PublishReply) GetMore() []*PublishReply {
+	if x != nil {
+		return x.More
+	}
+	return nil
 }
 
 type Message struct {
@@ -2324,7 +2345,7 @@ const file_pubsub_pubsubpb_pubsub_proto_rawDesc = "" +
 	"\x06topics\x18\x01 \x03(\v2\x1f.stabilizer.pubsub.v1.TopicInfoR\x06topics\"(\n" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteTopicResponse\"\x90\x02\n" +
+	"\x13DeleteTopicResponse\"\xca\x02\n" +
 	"\x0ePublishRequest\x12\x15\n" +
 	"\x06req_id\x18\x01 \x01(\x04R\x05reqId\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x12\n" +
@@ -2332,7 +2353,8 @@ const file_pubsub_pubsubpb_pubsub_proto_rawDesc = "" +
 	"\aheaders\x18\x04 \x03(\v21.stabilizer.pubsub.v1.PublishRequest.HeadersEntryR\aheaders\x12\x15\n" +
 	"\x06msg_id\x18\x05 \x01(\tR\x05msgId\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x1a:\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x128\n" +
+	"\x04more\x18\a \x03(\v2$.stabilizer.pubsub.v1.PublishRequestR\x04more\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc2\x01\n" +
@@ -2341,12 +2363,13 @@ const file_pubsub_pubsubpb_pubsub_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12+\n" +
 	"\x03hlc\x18\x03 \x01(\v2\x19.stabilizer.pubsub.v1.HLCR\x03hlc\x12:\n" +
 	"\bfrontier\x18\x04 \x01(\v2\x1e.stabilizer.pubsub.v1.FrontierR\bfrontier\x12\x1c\n" +
-	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\x8e\x01\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\xc6\x01\n" +
 	"\fPublishReply\x12\x15\n" +
 	"\x06req_id\x18\x01 \x01(\x04R\x05reqId\x12=\n" +
 	"\x06result\x18\x02 \x01(\v2%.stabilizer.pubsub.v1.PublishResponseR\x06result\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xa3\x02\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x126\n" +
+	"\x04more\x18\x05 \x03(\v2\".stabilizer.pubsub.v1.PublishReplyR\x04more\"\xa3\x02\n" +
 	"\aMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\tR\x06origin\x12\x10\n" +
@@ -2515,51 +2538,53 @@ var file_pubsub_pubsubpb_pubsub_proto_depIdxs = []int32{
 	9,  // 6: stabilizer.pubsub.v1.TopicInfo.subscriptions:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
 	10, // 7: stabilizer.pubsub.v1.ListTopicsResponse.topics:type_name -> stabilizer.pubsub.v1.TopicInfo
 	35, // 8: stabilizer.pubsub.v1.PublishRequest.headers:type_name -> stabilizer.pubsub.v1.PublishRequest.HeadersEntry
-	2,  // 9: stabilizer.pubsub.v1.PublishResponse.hlc:type_name -> stabilizer.pubsub.v1.HLC
-	3,  // 10: stabilizer.pubsub.v1.PublishResponse.frontier:type_name -> stabilizer.pubsub.v1.Frontier
-	16, // 11: stabilizer.pubsub.v1.PublishReply.result:type_name -> stabilizer.pubsub.v1.PublishResponse
-	2,  // 12: stabilizer.pubsub.v1.Message.hlc:type_name -> stabilizer.pubsub.v1.HLC
-	36, // 13: stabilizer.pubsub.v1.Message.headers:type_name -> stabilizer.pubsub.v1.Message.HeadersEntry
-	0,  // 14: stabilizer.pubsub.v1.StartPosition.kind:type_name -> stabilizer.pubsub.v1.StartPosition.Kind
-	37, // 15: stabilizer.pubsub.v1.StartPosition.seqs:type_name -> stabilizer.pubsub.v1.StartPosition.SeqsEntry
-	19, // 16: stabilizer.pubsub.v1.SubscribeStart.start:type_name -> stabilizer.pubsub.v1.StartPosition
-	1,  // 17: stabilizer.pubsub.v1.Ack.kind:type_name -> stabilizer.pubsub.v1.Ack.Kind
-	20, // 18: stabilizer.pubsub.v1.SubscribeRequest.start:type_name -> stabilizer.pubsub.v1.SubscribeStart
-	23, // 19: stabilizer.pubsub.v1.SubscribeRequest.acks:type_name -> stabilizer.pubsub.v1.Acks
-	24, // 20: stabilizer.pubsub.v1.SubscribeRequest.close:type_name -> stabilizer.pubsub.v1.Close
-	21, // 21: stabilizer.pubsub.v1.Acks.acks:type_name -> stabilizer.pubsub.v1.Ack
-	18, // 22: stabilizer.pubsub.v1.Delivery.message:type_name -> stabilizer.pubsub.v1.Message
-	21, // 23: stabilizer.pubsub.v1.AckError.ack:type_name -> stabilizer.pubsub.v1.Ack
-	9,  // 24: stabilizer.pubsub.v1.SubscribeReply.subscribed:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
-	28, // 25: stabilizer.pubsub.v1.SubscribeReply.deliveries:type_name -> stabilizer.pubsub.v1.Deliveries
-	29, // 26: stabilizer.pubsub.v1.SubscribeReply.ack_errors:type_name -> stabilizer.pubsub.v1.AckErrors
-	9,  // 27: stabilizer.pubsub.v1.SubscribeReply.closed:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
-	25, // 28: stabilizer.pubsub.v1.Deliveries.deliveries:type_name -> stabilizer.pubsub.v1.Delivery
-	26, // 29: stabilizer.pubsub.v1.AckErrors.errors:type_name -> stabilizer.pubsub.v1.AckError
-	9,  // 30: stabilizer.pubsub.v1.ListSubscriptionsResponse.subscriptions:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
-	6,  // 31: stabilizer.pubsub.v1.PubSub.CreateTopic:input_type -> stabilizer.pubsub.v1.CreateTopicRequest
-	7,  // 32: stabilizer.pubsub.v1.PubSub.GetTopic:input_type -> stabilizer.pubsub.v1.GetTopicRequest
-	11, // 33: stabilizer.pubsub.v1.PubSub.ListTopics:input_type -> stabilizer.pubsub.v1.ListTopicsRequest
-	13, // 34: stabilizer.pubsub.v1.PubSub.DeleteTopic:input_type -> stabilizer.pubsub.v1.DeleteTopicRequest
-	15, // 35: stabilizer.pubsub.v1.PubSub.Publish:input_type -> stabilizer.pubsub.v1.PublishRequest
-	15, // 36: stabilizer.pubsub.v1.PubSub.Publishes:input_type -> stabilizer.pubsub.v1.PublishRequest
-	22, // 37: stabilizer.pubsub.v1.PubSub.Subscribe:input_type -> stabilizer.pubsub.v1.SubscribeRequest
-	31, // 38: stabilizer.pubsub.v1.PubSub.ListSubscriptions:input_type -> stabilizer.pubsub.v1.ListSubscriptionsRequest
-	33, // 39: stabilizer.pubsub.v1.PubSub.DeleteSubscription:input_type -> stabilizer.pubsub.v1.DeleteSubscriptionRequest
-	10, // 40: stabilizer.pubsub.v1.PubSub.CreateTopic:output_type -> stabilizer.pubsub.v1.TopicInfo
-	10, // 41: stabilizer.pubsub.v1.PubSub.GetTopic:output_type -> stabilizer.pubsub.v1.TopicInfo
-	12, // 42: stabilizer.pubsub.v1.PubSub.ListTopics:output_type -> stabilizer.pubsub.v1.ListTopicsResponse
-	14, // 43: stabilizer.pubsub.v1.PubSub.DeleteTopic:output_type -> stabilizer.pubsub.v1.DeleteTopicResponse
-	16, // 44: stabilizer.pubsub.v1.PubSub.Publish:output_type -> stabilizer.pubsub.v1.PublishResponse
-	17, // 45: stabilizer.pubsub.v1.PubSub.Publishes:output_type -> stabilizer.pubsub.v1.PublishReply
-	27, // 46: stabilizer.pubsub.v1.PubSub.Subscribe:output_type -> stabilizer.pubsub.v1.SubscribeReply
-	32, // 47: stabilizer.pubsub.v1.PubSub.ListSubscriptions:output_type -> stabilizer.pubsub.v1.ListSubscriptionsResponse
-	34, // 48: stabilizer.pubsub.v1.PubSub.DeleteSubscription:output_type -> stabilizer.pubsub.v1.DeleteSubscriptionResponse
-	40, // [40:49] is the sub-list for method output_type
-	31, // [31:40] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	15, // 9: stabilizer.pubsub.v1.PublishRequest.more:type_name -> stabilizer.pubsub.v1.PublishRequest
+	2,  // 10: stabilizer.pubsub.v1.PublishResponse.hlc:type_name -> stabilizer.pubsub.v1.HLC
+	3,  // 11: stabilizer.pubsub.v1.PublishResponse.frontier:type_name -> stabilizer.pubsub.v1.Frontier
+	16, // 12: stabilizer.pubsub.v1.PublishReply.result:type_name -> stabilizer.pubsub.v1.PublishResponse
+	17, // 13: stabilizer.pubsub.v1.PublishReply.more:type_name -> stabilizer.pubsub.v1.PublishReply
+	2,  // 14: stabilizer.pubsub.v1.Message.hlc:type_name -> stabilizer.pubsub.v1.HLC
+	36, // 15: stabilizer.pubsub.v1.Message.headers:type_name -> stabilizer.pubsub.v1.Message.HeadersEntry
+	0,  // 16: stabilizer.pubsub.v1.StartPosition.kind:type_name -> stabilizer.pubsub.v1.StartPosition.Kind
+	37, // 17: stabilizer.pubsub.v1.StartPosition.seqs:type_name -> stabilizer.pubsub.v1.StartPosition.SeqsEntry
+	19, // 18: stabilizer.pubsub.v1.SubscribeStart.start:type_name -> stabilizer.pubsub.v1.StartPosition
+	1,  // 19: stabilizer.pubsub.v1.Ack.kind:type_name -> stabilizer.pubsub.v1.Ack.Kind
+	20, // 20: stabilizer.pubsub.v1.SubscribeRequest.start:type_name -> stabilizer.pubsub.v1.SubscribeStart
+	23, // 21: stabilizer.pubsub.v1.SubscribeRequest.acks:type_name -> stabilizer.pubsub.v1.Acks
+	24, // 22: stabilizer.pubsub.v1.SubscribeRequest.close:type_name -> stabilizer.pubsub.v1.Close
+	21, // 23: stabilizer.pubsub.v1.Acks.acks:type_name -> stabilizer.pubsub.v1.Ack
+	18, // 24: stabilizer.pubsub.v1.Delivery.message:type_name -> stabilizer.pubsub.v1.Message
+	21, // 25: stabilizer.pubsub.v1.AckError.ack:type_name -> stabilizer.pubsub.v1.Ack
+	9,  // 26: stabilizer.pubsub.v1.SubscribeReply.subscribed:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
+	28, // 27: stabilizer.pubsub.v1.SubscribeReply.deliveries:type_name -> stabilizer.pubsub.v1.Deliveries
+	29, // 28: stabilizer.pubsub.v1.SubscribeReply.ack_errors:type_name -> stabilizer.pubsub.v1.AckErrors
+	9,  // 29: stabilizer.pubsub.v1.SubscribeReply.closed:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
+	25, // 30: stabilizer.pubsub.v1.Deliveries.deliveries:type_name -> stabilizer.pubsub.v1.Delivery
+	26, // 31: stabilizer.pubsub.v1.AckErrors.errors:type_name -> stabilizer.pubsub.v1.AckError
+	9,  // 32: stabilizer.pubsub.v1.ListSubscriptionsResponse.subscriptions:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
+	6,  // 33: stabilizer.pubsub.v1.PubSub.CreateTopic:input_type -> stabilizer.pubsub.v1.CreateTopicRequest
+	7,  // 34: stabilizer.pubsub.v1.PubSub.GetTopic:input_type -> stabilizer.pubsub.v1.GetTopicRequest
+	11, // 35: stabilizer.pubsub.v1.PubSub.ListTopics:input_type -> stabilizer.pubsub.v1.ListTopicsRequest
+	13, // 36: stabilizer.pubsub.v1.PubSub.DeleteTopic:input_type -> stabilizer.pubsub.v1.DeleteTopicRequest
+	15, // 37: stabilizer.pubsub.v1.PubSub.Publish:input_type -> stabilizer.pubsub.v1.PublishRequest
+	15, // 38: stabilizer.pubsub.v1.PubSub.Publishes:input_type -> stabilizer.pubsub.v1.PublishRequest
+	22, // 39: stabilizer.pubsub.v1.PubSub.Subscribe:input_type -> stabilizer.pubsub.v1.SubscribeRequest
+	31, // 40: stabilizer.pubsub.v1.PubSub.ListSubscriptions:input_type -> stabilizer.pubsub.v1.ListSubscriptionsRequest
+	33, // 41: stabilizer.pubsub.v1.PubSub.DeleteSubscription:input_type -> stabilizer.pubsub.v1.DeleteSubscriptionRequest
+	10, // 42: stabilizer.pubsub.v1.PubSub.CreateTopic:output_type -> stabilizer.pubsub.v1.TopicInfo
+	10, // 43: stabilizer.pubsub.v1.PubSub.GetTopic:output_type -> stabilizer.pubsub.v1.TopicInfo
+	12, // 44: stabilizer.pubsub.v1.PubSub.ListTopics:output_type -> stabilizer.pubsub.v1.ListTopicsResponse
+	14, // 45: stabilizer.pubsub.v1.PubSub.DeleteTopic:output_type -> stabilizer.pubsub.v1.DeleteTopicResponse
+	16, // 46: stabilizer.pubsub.v1.PubSub.Publish:output_type -> stabilizer.pubsub.v1.PublishResponse
+	17, // 47: stabilizer.pubsub.v1.PubSub.Publishes:output_type -> stabilizer.pubsub.v1.PublishReply
+	27, // 48: stabilizer.pubsub.v1.PubSub.Subscribe:output_type -> stabilizer.pubsub.v1.SubscribeReply
+	32, // 49: stabilizer.pubsub.v1.PubSub.ListSubscriptions:output_type -> stabilizer.pubsub.v1.ListSubscriptionsResponse
+	34, // 50: stabilizer.pubsub.v1.PubSub.DeleteSubscription:output_type -> stabilizer.pubsub.v1.DeleteSubscriptionResponse
+	42, // [42:51] is the sub-list for method output_type
+	33, // [33:42] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_pubsub_pubsubpb_pubsub_proto_init() }
