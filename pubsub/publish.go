@@ -61,12 +61,21 @@ type PublishResult struct {
 func (b *Broker) PublishBatch(ctx context.Context, ms []Message, timeout time.Duration) []PublishResult {
 	ctx, cancel := b.withTimeout(ctx, timeout)
 	defer cancel()
+	out := b.appendBatch(ctx, ms)
+	b.waitAll(ctx, ms, out)
+	return out
+}
+
+// appendBatch checks and appends messages, in order, and returns where
+// each went (or why it was refused) without waiting for any predicate:
+// a caller that appends batches one after the other keeps its publishes
+// in order, whatever order their waits end in.
+func (b *Broker) appendBatch(ctx context.Context, ms []Message) []PublishResult {
 	out := make([]PublishResult, len(ms))
 	var payloads [][]byte
 	var at []int
-	var topics []*topicState
 	for i, m := range ms {
-		t, payload, dup, err := b.prepare(m)
+		_, payload, dup, err := b.prepare(m)
 		switch {
 		case err != nil:
 			out[i].Err = err
@@ -75,32 +84,30 @@ func (b *Broker) PublishBatch(ctx context.Context, ms []Message, timeout time.Du
 		default:
 			payloads = append(payloads, payload)
 			at = append(at, i)
-			topics = append(topics, t)
 		}
 	}
-	if len(payloads) > 0 {
-		as, err := b.node.AppendBatch(ctx, Stream, payloads)
-		if err != nil {
-			for _, i := range at {
-				out[i].Err = fmt.Errorf("pubsub: publish to %q: %w", ms[i].Topic, err)
-			}
-			return out
+	if len(payloads) == 0 {
+		return out
+	}
+	as, err := b.node.AppendBatch(ctx, Stream, payloads)
+	if err != nil {
+		for _, i := range at {
+			out[i].Err = fmt.Errorf("pubsub: publish to %q: %w", ms[i].Topic, err)
 		}
-		b.mu.Lock()
-		for j, i := range at {
-			a := as[j]
-			out[i].PubAck = PubAck{Origin: a.Stream.Origin, Seq: a.Seq, HLC: a.HLC}
-			if ms[i].ID != "" {
-				b.mu.pending[ms[i].Topic+"\x00"+ms[i].ID] = pendingID{stream: a.Stream, seq: a.Seq, hlc: a.HLC}
-			}
-		}
-		b.mu.Unlock()
-		for j, i := range at {
-			b.metrics.published(topics[j].def.Name, len(payloads[j]))
-			_ = i
+		return out
+	}
+	b.mu.Lock()
+	for j, i := range at {
+		a := as[j]
+		out[i].PubAck = PubAck{Origin: a.Stream.Origin, Seq: a.Seq, HLC: a.HLC}
+		if ms[i].ID != "" {
+			b.mu.pending[ms[i].Topic+"\x00"+ms[i].ID] = pendingID{stream: a.Stream, seq: a.Seq, hlc: a.HLC}
 		}
 	}
-	b.waitAll(ctx, ms, out)
+	b.mu.Unlock()
+	for j, i := range at {
+		b.metrics.published(ms[i].Topic, len(payloads[j]))
+	}
 	return out
 }
 

@@ -127,10 +127,17 @@ func (s *Server) Publishes(stream pubsubpb.PubSub_PublishesServer) error {
 				break more
 			}
 		}
+		// Appended here, one batch after the other, so that a stream's
+		// publishes keep their order; the waits run beside.
+		ms, timeout := fromPBPublishes(batch)
+		wctx, cancel := s.b.withTimeout(ctx, timeout)
+		out := s.b.appendBatch(wctx, ms)
 		work.Add(1)
 		go func() {
 			defer work.Done()
-			replies <- s.publishBatch(ctx, batch)
+			defer cancel()
+			s.b.waitAll(wctx, ms, out)
+			replies <- publishReplies(batch, out)
 		}()
 	}
 	work.Wait()
@@ -177,14 +184,17 @@ func sendReplies(stream pubsubpb.PubSub_PublishesServer, replies <-chan []*pubsu
 	return failed
 }
 
-func (s *Server) publishBatch(ctx context.Context, batch []*pubsubpb.PublishRequest) []*pubsubpb.PublishReply {
+func fromPBPublishes(batch []*pubsubpb.PublishRequest) ([]Message, time.Duration) {
 	ms := make([]Message, len(batch))
 	timeout := time.Duration(0)
 	for i, r := range batch {
 		ms[i] = fromPBPublish(r)
 		timeout = max(timeout, time.Duration(r.TimeoutMs)*time.Millisecond)
 	}
-	res := s.b.PublishBatch(ctx, ms, timeout)
+	return ms, timeout
+}
+
+func publishReplies(batch []*pubsubpb.PublishRequest, res []PublishResult) []*pubsubpb.PublishReply {
 	out := make([]*pubsubpb.PublishReply, len(batch))
 	for i, r := range res {
 		out[i] = &pubsubpb.PublishReply{ReqId: batch[i].ReqId}

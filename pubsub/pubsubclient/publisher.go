@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -170,6 +171,10 @@ func (p *publisher) enqueue(f *Future) bool {
 // maxBatch bounds the publishes sent in one message.
 const maxBatch = 256
 
+// headerWait bounds how long a new Publishes stream waits for the site's
+// header before it sends.
+const headerWait = 100 * time.Millisecond
+
 // run opens the stream, starts read and sends until the stream breaks.
 func (p *publisher) run() {
 	ctx := metadata.AppendToOutgoingContext(p.ctx, pubsubpb.PublishesBatchHeader, "1")
@@ -181,7 +186,9 @@ func (p *publisher) run() {
 	// A site that reads batches says so in its header, at once; until it
 	// has (and to one that does not), one publish goes per message.
 	var batched atomic.Bool
+	header := make(chan struct{})
 	if !p.c.goroutine(func() {
+		defer close(header)
 		if md, err := stream.Header(); err == nil && len(md.Get(pubsubpb.PublishesBatchHeader)) > 0 {
 			batched.Store(true)
 		}
@@ -189,6 +196,16 @@ func (p *publisher) run() {
 		p.fail(context.Canceled)
 		return
 	}
+	// A site sends its header at once: wait for it a little, so that the
+	// first publishes are batched too; a site that sends none is not
+	// waited for longer.
+	t := time.NewTimer(headerWait)
+	select {
+	case <-header:
+	case <-t.C:
+	case <-p.ctx.Done():
+	}
+	t.Stop()
 	if !p.c.goroutine(func() { p.read(stream) }) {
 		p.fail(context.Canceled)
 		return
