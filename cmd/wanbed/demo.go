@@ -28,7 +28,7 @@ func newDemoCmd(dir *string) *cobra.Command {
 	var per int
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the demo: a three-region cluster, writes under several predicates, a region cut off and healed",
+		Short: "Run the demo: a three-region cluster, writes under several predicates, a region cut off and healed, job events over pub/sub",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d := *dir

@@ -136,7 +136,9 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.broker, err = pubsub.New(pubsub.Config{Node: node, KV: s.store, Logger: log.Named("pubsub"), Registerer: s.reg})
+	s.broker, err = pubsub.New(pubsub.Config{Node: node, KV: s.store, Logger: log.Named("pubsub"), Registerer: s.reg,
+		DuplicateWindow: cfg.PubSub.DuplicateWindow, PositionInterval: cfg.PubSub.PositionInterval,
+		DefaultTimeout: cfg.PubSub.DefaultTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,8 @@ type Config struct {
 	Levels []string `yaml:"levels,omitempty"`
 	// KV configures the key/value store.
 	KV KV `yaml:"kv,omitempty"`
+	// PubSub configures pub/sub; zero fields take pubsub's defaults.
+	PubSub PubSub `yaml:"pubsub,omitempty"`
 	// Lin configures the linearizable mode (a Raft group across sites).
 	Lin Lin `yaml:"lin,omitempty"`
 	// Insecure must be true to run without TLS (local use only).
@@ -79,6 +81,21 @@ type KV struct {
 	// MaxKeyBytes defaults to 4096, MaxValueBytes to 1 MiB.
 	MaxKeyBytes   int `yaml:"max_key_bytes,omitempty"`
 	MaxValueBytes int `yaml:"max_value_bytes,omitempty"`
+}
+
+// PubSub configures pub/sub at a site; zero fields take the package's
+// defaults (pubsub.Config).
+type PubSub struct {
+	// DuplicateWindow is how long a message id is remembered, so that a
+	// retried publish is not published again. Default 2m.
+	DuplicateWindow time.Duration `yaml:"duplicate_window,omitempty"`
+	// PositionInterval is how often the durable subscriptions' positions
+	// are stored while acks change them: what a crash of the site can make
+	// them redeliver. Default 20ms.
+	PositionInterval time.Duration `yaml:"position_interval,omitempty"`
+	// DefaultTimeout bounds a publish's wait when the request sets no
+	// deadline. Default 10s.
+	DefaultTimeout time.Duration `yaml:"default_timeout,omitempty"`
 }
 
 // Lin configures the linearizable mode: keys under Prefix live in one Raft
@@ -246,6 +263,12 @@ func (c *Config) Validate() error {
 		}
 		if c.Lin.TickInterval < 0 || c.Lin.ElectionTicks < 0 || c.Lin.HeartbeatTicks < 0 {
 			bad("lin", "tick_interval, election_ticks and heartbeat_ticks must not be negative")
+		}
+	}
+	for field, d := range map[string]time.Duration{"pubsub.duplicate_window": c.PubSub.DuplicateWindow,
+		"pubsub.position_interval": c.PubSub.PositionInterval, "pubsub.default_timeout": c.PubSub.DefaultTimeout} {
+		if d < 0 {
+			bad(field, "%v is negative", d)
 		}
 	}
 	if c.KV.DefaultTimeout < 0 {

@@ -24,6 +24,8 @@ predicates:
   majority: min(persisted(sites))
 kv:
   default_wait: nothing_like_this
+pubsub:
+  position_interval: -20ms
 log_level: loud
 `))
 	if err == nil {
@@ -39,6 +41,7 @@ log_level: loud
 		"data_dir: missing",
 		"tls: cert, key and ca are required unless insecure",
 		`log_level: "loud"`,
+		"pubsub.position_interval: -20ms is negative",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%v", want, err)
