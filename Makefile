@@ -72,6 +72,8 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./frontier -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME)
 	$(GO) test ./stabilizer/wire -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+	$(GO) test ./pubsub -run '^$$' -fuzz FuzzAudienceFrame -fuzztime $(FUZZTIME)
+	$(GO) test ./pubsub -run '^$$' -fuzz FuzzSeenID -fuzztime $(FUZZTIME)
 
 # Needs protoc, protoc-gen-go and protoc-gen-go-grpc on PATH; the generated
 # code is committed so nobody else needs them.
