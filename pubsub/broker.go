@@ -166,8 +166,7 @@ type topicState struct {
 	origin   string
 	delivery string // the name the core evaluates the delivery predicate under; "" ungated
 	learned  time.Time
-	release  func() // holds an inline delivery predicate
-	changed  chan struct{}
+	release  func() // ends the hold on an inline delivery predicate; never nil
 }
 
 type pendingID struct {
@@ -249,9 +248,7 @@ func (b *Broker) Close() error {
 	b.wg.Wait()
 	b.mu.Lock()
 	for _, t := range b.mu.topics {
-		if t.release != nil {
-			t.release()
-		}
+		t.release()
 	}
 	b.mu.Unlock()
 	return nil
@@ -296,10 +293,22 @@ func (b *Broker) topic(name string) (*topicState, bool) {
 	return t, ok
 }
 
+// knownTopic returns a topic this site knows, or why not: a name no topic
+// can have, or one this site has no definition of.
+func (b *Broker) knownTopic(name string) (*topicState, error) {
+	if t, ok := b.topic(name); ok {
+		return t, nil
+	}
+	if err := checkTopicName(name); err != nil {
+		return nil, err
+	}
+	return nil, unknownTopic(name, b.node.Site())
+}
+
 // learnTopic records a definition unless the site knows a newer one.
 func (b *Broker) learnTopic(rec topicRecord, v stabilizer.HLC, origin string) *topicState {
 	delivery := ""
-	var release func()
+	release := func() {}
 	if rec.Delivery != "" {
 		name, err := b.node.Predicate(b.ctx, rec.Delivery)
 		if err != nil {
@@ -315,13 +324,10 @@ func (b *Broker) learnTopic(rec topicRecord, v stabilizer.HLC, origin string) *t
 	cur, ok := b.mu.topics[rec.Name]
 	if ok && !newer(v, origin, cur.version, cur.origin) {
 		b.mu.Unlock()
-		if release != nil {
-			release()
-		}
+		release()
 		return cur
 	}
-	t := &topicState{def: rec, version: v, origin: origin, delivery: delivery, learned: b.cfg.Now(), release: release,
-		changed: make(chan struct{})}
+	t := &topicState{def: rec, version: v, origin: origin, delivery: delivery, learned: b.cfg.Now(), release: release}
 	if ok {
 		b.unindexLocked(cur)
 	}
@@ -334,10 +340,7 @@ func (b *Broker) learnTopic(rec topicRecord, v stabilizer.HLC, origin string) *t
 	}
 	b.mu.Unlock()
 	if ok {
-		close(cur.changed)
-		if cur.release != nil {
-			cur.release()
-		}
+		cur.release()
 	}
 	b.wakeTopic(rec.Name)
 	return t
@@ -354,10 +357,7 @@ func (b *Broker) forgetTopic(name string, v stabilizer.HLC, origin string) {
 	delete(b.mu.topics, name)
 	b.unindexLocked(cur)
 	b.mu.Unlock()
-	close(cur.changed)
-	if cur.release != nil {
-		cur.release()
-	}
+	cur.release()
 }
 
 // dropUnseen forgets the topics a full scan did not find that were learned
@@ -374,10 +374,7 @@ func (b *Broker) dropUnseen(seen map[string]bool, scanned time.Time) {
 	}
 	b.mu.Unlock()
 	for _, t := range gone {
-		close(t.changed)
-		if t.release != nil {
-			t.release()
-		}
+		t.release()
 	}
 }
 

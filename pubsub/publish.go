@@ -113,12 +113,9 @@ func (b *Broker) appendBatch(ctx context.Context, ms []Message) []PublishResult 
 
 // prepare checks m and encodes it, or finds the original of a retry.
 func (b *Broker) prepare(m Message) (*topicState, []byte, *pendingID, error) {
-	t, ok := b.topic(m.Topic)
-	if !ok {
-		if err := checkTopicName(m.Topic); err != nil {
-			return nil, nil, nil, err
-		}
-		return nil, nil, nil, unknownTopic(m.Topic, b.node.Site())
+	t, err := b.knownTopic(m.Topic)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	size := len(m.Data) + len(m.ID)
 	for k, v := range m.Headers {

@@ -136,11 +136,8 @@ func (c *Consumer) signal() {
 
 // checkSubOptions fills defaults and refuses bad options.
 func (b *Broker) checkSubOptions(ctx context.Context, o *SubOptions) error {
-	if _, ok := b.topic(o.Topic); !ok {
-		if err := checkTopicName(o.Topic); err != nil {
-			return err
-		}
-		return unknownTopic(o.Topic, b.node.Site())
+	if _, err := b.knownTopic(o.Topic); err != nil {
+		return err
 	}
 	if o.Durable != "" {
 		if err := checkTopicName(o.Durable); err != nil {
