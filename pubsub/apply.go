@@ -27,8 +27,7 @@ func (b *Broker) apply(entries []stabilizer.Entry) error {
 	id := entries[0].Stream
 	batch := b.store.ns.NewBatch()
 	stats := map[[2]string]originStats{}
-	touched := map[string]int{}
-	fresh := map[[2]string]*handed{} // what subscriptions may take at once
+	fresh := map[[2]string]*handed{} // per topic (one origin): what was stored
 	ids := map[string]bool{}         // topic 0 id, within this batch
 	var dups, bad int
 	for _, e := range entries {
@@ -53,16 +52,19 @@ func (b *Broker) apply(entries []stabilizer.Entry) error {
 		st, ok := stats[sk]
 		if !ok {
 			st = b.store.statsOf(m.Topic, id.Origin) // only apply changes them
-			fresh[sk] = &handed{prev: st.LastSeq}
+			fresh[sk] = &handed{prev: st.LastSeq, live: b.hasSubscriptions(m.Topic)}
 		}
-		m.Origin, m.Seq = id.Origin, e.Seq
-		m.Hlc = &pubsubpb.HLC{Wall: e.HLC.Wall, Logical: e.HLC.Logical}
-		fresh[sk].ms = append(fresh[sk].ms, stored{Origin: id.Origin, Seq: e.Seq, HLC: e.HLC, Msg: m, Size: len(m.Data)})
+		h := fresh[sk]
+		h.n++
+		if h.live {
+			m.Origin, m.Seq = id.Origin, e.Seq
+			m.Hlc = &pubsubpb.HLC{Wall: e.HLC.Wall, Logical: e.HLC.Logical}
+			h.ms = append(h.ms, stored{Origin: id.Origin, Seq: e.Seq, HLC: e.HLC, Msg: m, Size: len(m.Data)})
+		}
 		st.Messages++
 		st.LastSeq = e.Seq
 		st.Bytes += uint64(len(e.Payload))
 		stats[sk] = st
-		touched[m.Topic]++
 	}
 	for sk, st := range stats {
 		v := binary.BigEndian.AppendUint64(nil, st.Messages)
@@ -88,11 +90,11 @@ func (b *Broker) apply(entries []stabilizer.Entry) error {
 		b.log.Warn("messages that are no pub/sub message were skipped", "stream", id, "count", bad)
 	}
 	for sk, h := range fresh {
-		b.handOver(sk[0], sk[1], h)
-	}
-	for t, n := range touched {
-		b.metrics.received(t, id.Origin, n)
-		b.wakeTopic(t)
+		if h.live {
+			b.handOver(sk[0], sk[1], h)
+		}
+		b.metrics.received(sk[0], sk[1], h.n)
+		b.wakeTopic(sk[0])
 	}
 	return nil
 }
@@ -119,10 +121,21 @@ func (b *Broker) forgetPending(upTo uint64) {
 }
 
 // handed is a run of one topic's messages from one origin that apply
-// stored, and the topic's last seq from that origin before them.
+// stored: how many, the topic's last seq from that origin before them, and,
+// when the topic had subscriptions here as the run began, the messages, to
+// hand over (a subscription that starts later reads them from storage).
 type handed struct {
 	prev uint64
+	n    int
+	live bool
 	ms   []stored
+}
+
+// hasSubscriptions says whether a topic has subscriptions at this site.
+func (b *Broker) hasSubscriptions(topic string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.mu.byTopic[topic]) > 0
 }
 
 // handOver gives the topic's live subscriptions what apply just stored.
