@@ -27,23 +27,13 @@ func psCDFFile(region string) string { return "publish-ack-cdf-" + region + ".pn
 func writePSOutputs(dir string, res *psResults) error {
 	res.Bench = psBenchName
 	res.Targets = res.evaluate()
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, resultsFile), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
 	lats := map[string][]float64{}
 	for _, r := range res.Rows {
 		for _, d := range r.lat {
 			lats[psRowKey(r)] = append(lats[psRowKey(r)], ms(d))
 		}
 	}
-	if b, err = json.Marshal(lats); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, latenciesFile), b, 0o644); err != nil {
+	if err := writeResultFiles(dir, res, lats); err != nil {
 		return err
 	}
 	plots, err := writePSPlots(dir, res)
@@ -71,24 +61,13 @@ func benchKind(dir string) (string, error) {
 
 // loadPSResults reads what writePSOutputs wrote.
 func loadPSResults(dir string) (*psResults, error) {
-	b, err := os.ReadFile(filepath.Join(dir, resultsFile))
+	var res psResults
+	lats, err := readResultFiles(dir, &res)
 	if err != nil {
 		return nil, err
 	}
-	var res psResults
-	if err := json.Unmarshal(b, &res); err != nil {
-		return nil, fmt.Errorf("%s: %w", resultsFile, err)
-	}
-	lats := map[string][]float64{}
-	if b, err := os.ReadFile(filepath.Join(dir, latenciesFile)); err == nil {
-		if err := json.Unmarshal(b, &lats); err != nil {
-			return nil, fmt.Errorf("%s: %w", latenciesFile, err)
-		}
-	}
 	for _, r := range res.Rows {
-		for _, v := range lats[psRowKey(r)] {
-			r.lat = append(r.lat, time.Duration(v*float64(time.Millisecond)))
-		}
+		r.lat = msDurations(lats[psRowKey(r)])
 	}
 	return &res, nil
 }

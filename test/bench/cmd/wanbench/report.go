@@ -45,13 +45,6 @@ func rowKey(r *benchRow) string {
 // writeBenchOutputs writes results.json, latencies.json, report.md and
 // the plots of res into dir.
 func writeBenchOutputs(dir string, res *benchResults) error {
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, resultsFile), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
 	lats := map[string][]float64{}
 	for _, r := range res.Rows {
 		if len(r.lat) == 0 {
@@ -63,11 +56,7 @@ func writeBenchOutputs(dir string, res *benchResults) error {
 		}
 		lats[rowKey(r)] = v
 	}
-	b, err = json.Marshal(lats)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, latenciesFile), b, 0o644); err != nil {
+	if err := writeResultFiles(dir, res, lats); err != nil {
 		return err
 	}
 	plots, err := writeBenchPlots(dir, res)
@@ -79,12 +68,42 @@ func writeBenchOutputs(dir string, res *benchResults) error {
 
 // loadBenchResults reads what writeBenchOutputs wrote.
 func loadBenchResults(dir string) (*benchResults, error) {
+	var res benchResults
+	lats, err := readResultFiles(dir, &res)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range res.Rows {
+		r.lat = msDurations(lats[rowKey(r)])
+	}
+	return &res, nil
+}
+
+// writeResultFiles writes a bench's results (results.json) and its rows'
+// latencies in milliseconds by row key (latencies.json); both benches keep
+// their files this way.
+func writeResultFiles(dir string, res any, lats map[string][]float64) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, resultsFile), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if b, err = json.Marshal(lats); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, latenciesFile), b, 0o644)
+}
+
+// readResultFiles reads what writeResultFiles wrote into res and returns
+// the latencies by row key; a missing latencies.json means none.
+func readResultFiles(dir string, res any) (map[string][]float64, error) {
 	b, err := os.ReadFile(filepath.Join(dir, resultsFile))
 	if err != nil {
 		return nil, err
 	}
-	var res benchResults
-	if err := json.Unmarshal(b, &res); err != nil {
+	if err := json.Unmarshal(b, res); err != nil {
 		return nil, fmt.Errorf("%s: %w", resultsFile, err)
 	}
 	lats := map[string][]float64{}
@@ -93,12 +112,16 @@ func loadBenchResults(dir string) (*benchResults, error) {
 			return nil, fmt.Errorf("%s: %w", latenciesFile, err)
 		}
 	}
-	for _, r := range res.Rows {
-		for _, v := range lats[rowKey(r)] {
-			r.lat = append(r.lat, time.Duration(v*float64(time.Millisecond)))
-		}
+	return lats, nil
+}
+
+// msDurations turns latencies in milliseconds back into durations.
+func msDurations(vs []float64) []time.Duration {
+	var out []time.Duration
+	for _, v := range vs {
+		out = append(out, time.Duration(v*float64(time.Millisecond)))
 	}
-	return &res, nil
+	return out
 }
 
 func (r *benchRow) label() string {
