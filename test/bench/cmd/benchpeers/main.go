@@ -60,17 +60,8 @@ func parseURL(s string) (url.URL, error) {
 
 // etcdMember runs one embedded etcd member until SIGTERM.
 func etcdMember(args []string) error {
-	fs := flag.NewFlagSet("etcd-member", flag.ContinueOnError)
-	path := fs.String("config", "", "member config (JSON)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	b, err := os.ReadFile(*path)
-	if err != nil {
-		return err
-	}
 	var c peerapi.EtcdMember
-	if err := json.Unmarshal(b, &c); err != nil {
+	if err := readJSONFlag("etcd-member", "config", "member config (JSON)", args, &c); err != nil {
 		return err
 	}
 	cfg := embed.NewConfig()
@@ -189,17 +180,8 @@ func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // etcdWANLoad runs a closed loop per region against its own member and
 // prints []peerapi.Result. Progress goes to stderr, one line per 10% of the writes.
 func etcdWANLoad(args []string) error {
-	fs := flag.NewFlagSet("etcd-wan-load", flag.ContinueOnError)
-	in := fs.String("in", "", "WANLoad (JSON)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	b, err := os.ReadFile(*in)
-	if err != nil {
-		return err
-	}
 	var l peerapi.WANLoad
-	if err := json.Unmarshal(b, &l); err != nil {
+	if err := readJSONFlag("etcd-wan-load", "in", "WANLoad (JSON)", args, &l); err != nil {
 		return err
 	}
 	ctx, stop := signalContext()
@@ -403,4 +385,22 @@ func natsTput(args []string) error {
 		return err
 	})
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// readJSONFlag parses a command's one flag, the path of a JSON file, and
+// decodes that file into v: how wanbench hands each job over.
+func readJSONFlag(cmd, name, usage string, args []string, v any) error {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	path := fs.String(name, "", usage)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(*path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", *path, err)
+	}
+	return nil
 }

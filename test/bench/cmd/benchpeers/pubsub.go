@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -16,18 +15,9 @@ import (
 // natsPS runs one job of `wanbench pubsub` against NATS JetStream: set up
 // the stream and its leader, run the job's load, print a PSResult.
 func natsPS(args []string) error {
-	fs := flag.NewFlagSet("nats-ps", flag.ContinueOnError)
-	in := fs.String("in", "", "PSJob (JSON)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	b, err := os.ReadFile(*in)
-	if err != nil {
-		return err
-	}
 	var job peerapi.PSJob
-	if err := json.Unmarshal(b, &job); err != nil {
-		return fmt.Errorf("%s: %w", *in, err)
+	if err := readJSONFlag("nats-ps", "in", "PSJob (JSON)", args, &job); err != nil {
+		return err
 	}
 	ctx, stop := signalContext()
 	defer stop()
