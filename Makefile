@@ -81,7 +81,7 @@ fuzz:
 # cannot clash with another program's plain "kv.proto" (etcd has one).
 proto:
 	protoc --proto_path=. --go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative kv/kvpb/kv.proto pubsub/pubsubpb/pubsub.proto
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative kv/kvpb/kv.proto pubsub/pubsubpb/pubsub.proto fileshare/filesharepb/fileshare.proto
 
 clean:
 	$(GO) clean -testcache
