@@ -578,8 +578,11 @@ type Version struct {
 	Commit      string                 `protobuf:"bytes,14,opt,name=commit,proto3" json:"commit,omitempty"`
 	CommitFiles uint32                 `protobuf:"varint,15,opt,name=commit_files,json=commitFiles,proto3" json:"commit_files,omitempty"`
 	// stable: set by the site in List and Commit answers.
-	Stable        bool   `protobuf:"varint,16,opt,name=stable,proto3" json:"stable,omitempty"`
-	Share         string `protobuf:"bytes,17,opt,name=share,proto3" json:"share,omitempty"`
+	Stable bool   `protobuf:"varint,16,opt,name=stable,proto3" json:"stable,omitempty"`
+	Share  string `protobuf:"bytes,17,opt,name=share,proto3" json:"share,omitempty"`
+	// persisted_at: the sites at which the manifest and every chunk are
+	// persisted, as this site knows (set in List and Commit answers).
+	PersistedAt   []string `protobuf:"bytes,18,rep,name=persisted_at,json=persistedAt,proto3" json:"persisted_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -731,6 +734,13 @@ func (x *Version) GetShare() string {
 		return x.Share
 	}
 	return ""
+}
+
+func (x *Version) GetPersistedAt() []string {
+	if x != nil {
+		return x.PersistedAt
+	}
+	return nil
 }
 
 // FileVersion is what a client records: a version without the fields the
@@ -1295,7 +1305,7 @@ const file_fileshare_filesharepb_fileshare_proto_rawDesc = "" +
 	"\x04hash\x18\x01 \x01(\fR\x04hash\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12\x16\n" +
 	"\x06origin\x18\x03 \x01(\tR\x06origin\x12\x10\n" +
-	"\x03seq\x18\x04 \x01(\x04R\x03seq\"\xc5\x03\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\"\xe8\x03\n" +
 	"\aVersion\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
@@ -1315,7 +1325,8 @@ const file_fileshare_filesharepb_fileshare_proto_rawDesc = "" +
 	"\x06commit\x18\x0e \x01(\tR\x06commit\x12!\n" +
 	"\fcommit_files\x18\x0f \x01(\rR\vcommitFiles\x12\x16\n" +
 	"\x06stable\x18\x10 \x01(\bR\x06stable\x12\x14\n" +
-	"\x05share\x18\x11 \x01(\tR\x05share\"\xe2\x01\n" +
+	"\x05share\x18\x11 \x01(\tR\x05share\x12!\n" +
+	"\fpersisted_at\x18\x12 \x03(\tR\vpersistedAt\"\xe2\x01\n" +
 	"\vFileVersion\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\aparents\x18\x02 \x03(\tR\aparents\x12\x12\n" +
