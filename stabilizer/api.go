@@ -363,14 +363,14 @@ func (n *Node) Report(ctx context.Context, id StreamID, level string, seq uint64
 	return err
 }
 
-// Connected lists the peers both of whose connections are up.
+// Connected lists the peers all of whose connections are up.
 func (n *Node) Connected() map[string]bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := map[string]bool{}
 	for _, s := range n.cfg.Schema.Sites {
 		if s != n.cfg.Site {
-			out[s] = n.mu.planes[s] == bothPlanes
+			out[s] = n.mu.planes[s] == allPlanes
 		}
 	}
 	return out

@@ -43,6 +43,22 @@ func (n *Node) Handle(stream string, app Applier) error {
 	return nil
 }
 
+// HandleBulk registers the application of stream name, as Handle, and
+// makes it a bulk stream: its messages travel on a window and a connection
+// of their own (PlaneBulk, Config.Core.MaxBulkInflightBytes), so that a
+// bulk transfer saturating a link delays neither other streams' messages
+// nor acks. Every site should register the same bulk streams; a site that
+// does not still receives them, and sends its own on the data plane.
+func (n *Node) HandleBulk(stream string, app Applier) error {
+	if err := n.Handle(stream, app); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.mu.bulk = append(n.mu.bulk, stream)
+	n.mu.Unlock()
+	return nil
+}
+
 func (n *Node) startApps() {
 	for _, q := range n.mu.apps {
 		n.wg.Add(1)

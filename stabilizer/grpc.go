@@ -23,7 +23,7 @@ func (g grpcTransport) Send(peer string, plane Plane, frame []byte) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	return g.t.Send(ctx, peer, transport.Data, frame)
+	return g.t.Send(ctx, peer, toTransportPlane(plane), frame)
 }
 
 func (g grpcTransport) Close() error { return g.t.Close() }
@@ -31,10 +31,23 @@ func (g grpcTransport) Close() error { return g.t.Close() }
 type grpcHandler struct{ h Handler }
 
 func toCorePlane(p transport.Plane) Plane {
-	if p == transport.Control {
+	switch p {
+	case transport.Control:
 		return PlaneControl
+	case transport.Bulk:
+		return PlaneBulk
 	}
 	return PlaneData
+}
+
+func toTransportPlane(p Plane) transport.Plane {
+	switch p {
+	case PlaneControl:
+		return transport.Control
+	case PlaneBulk:
+		return transport.Bulk
+	}
+	return transport.Data
 }
 
 func (g grpcHandler) Frame(peer string, p transport.Plane, frame []byte) {

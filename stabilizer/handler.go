@@ -7,7 +7,8 @@ import (
 	"github.com/stabilizer/stabilizer/stabilizer/wire"
 )
 
-const bothPlanes = 1<<PlaneData | 1<<PlaneControl
+// allPlanes is the mask of a peer whose every connection is up.
+const allPlanes = 1<<PlaneData | 1<<PlaneControl | 1<<PlaneBulk
 
 // handler adapts the node to the Transport's callbacks.
 type handler struct{ n *Node }
@@ -46,17 +47,17 @@ func (h handler) Down(peer string, plane Plane, err error) {
 	h.n.planeChange(peer, plane, false)
 }
 
-// planeChange tells the core a peer is connected once both planes are up,
-// and disconnected as soon as either breaks.
+// planeChange tells the core a peer is connected once all planes are up,
+// and disconnected as soon as one breaks.
 func (n *Node) planeChange(peer string, plane Plane, up bool) {
 	n.mu.Lock()
-	was := n.mu.planes[peer] == bothPlanes
+	was := n.mu.planes[peer] == allPlanes
 	if up {
 		n.mu.planes[peer] |= 1 << plane
 	} else {
 		n.mu.planes[peer] &^= 1 << plane
 	}
-	now := n.mu.planes[peer] == bothPlanes
+	now := n.mu.planes[peer] == allPlanes
 	n.mu.Unlock()
 	if was == now {
 		return

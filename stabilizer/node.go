@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -193,6 +194,7 @@ type Node struct {
 		// closeErr is what Close returned, for the calls that waited.
 		closeErr error
 		apps     map[string]*appQueue
+		bulk     []string // streams registered with HandleBulk
 		// namespaces are the names Namespace handed out.
 		namespaces map[string]bool
 		// inline are the inline predicates the core holds (inline.go):
@@ -297,6 +299,9 @@ func (n *Node) Start() error {
 	ccfg := n.cfg.Core
 	ccfg.Site, ccfg.Schema, ccfg.Predicates = n.cfg.Site, n.cfg.Schema, n.cfg.Predicates
 	ccfg.Storage = logReader{n.store}
+	n.mu.Lock()
+	ccfg.BulkStreams = append(slices.Clone(ccfg.BulkStreams), n.mu.bulk...)
+	n.mu.Unlock()
 	// A round trip to a peer includes its fsync, often milliseconds: the
 	// window must cover that at full speed, and entries queued behind it
 	// should stay in memory rather than be read back from pebble.

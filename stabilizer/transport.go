@@ -21,7 +21,7 @@ type Transport interface {
 type Handler interface {
 	Frame(from string, plane Plane, frame []byte)
 	// Up and Down report that the connection to peer on plane came up or
-	// broke. A peer counts as connected while both planes are up.
+	// broke. A peer counts as connected while all its planes are up.
 	Up(peer string, plane Plane)
 	Down(peer string, plane Plane, err error)
 }

@@ -15,8 +15,8 @@ type (
 	Entry = vocab.Entry
 	// Position is how far a site holds a stream: every seq up to Seq.
 	Position = vocab.Position
-	// Plane is the connection a transport frame travels on: PlaneData or
-	// PlaneControl, never sharing one.
+	// Plane is the connection a transport frame travels on: PlaneData,
+	// PlaneControl or PlaneBulk, never sharing one.
 	Plane = vocab.Plane
 	// FrontierAdvance reports that a predicate's frontier on a stream moved
 	// from From to To, released by predicate version Version.
@@ -33,4 +33,8 @@ type (
 const (
 	PlaneData    = vocab.PlaneData
 	PlaneControl = vocab.PlaneControl
+	PlaneBulk    = vocab.PlaneBulk
 )
+
+// Planes lists every plane; a peer counts as connected while all are up.
+var Planes = vocab.Planes

@@ -10,15 +10,16 @@ import (
 
 // Defaults for zero Config fields.
 const (
-	DefaultMaxBatchBytes     = 256 << 10
-	DefaultMaxInflightBytes  = 4 << 20
-	DefaultMaxMemoryBytes    = 8 << 20
-	DefaultMaxUnapplied      = 4096
-	DefaultAckInterval       = 1
-	DefaultHeartbeatInterval = 10
-	DefaultFullAckInterval   = 100
-	DefaultResendTicks       = 50
-	DefaultClockReserve      = int64(100e6) // 100ms in nanoseconds
+	DefaultMaxBatchBytes        = 256 << 10
+	DefaultMaxInflightBytes     = 4 << 20
+	DefaultMaxBulkInflightBytes = 16 << 20
+	DefaultMaxMemoryBytes       = 8 << 20
+	DefaultMaxUnapplied         = 4096
+	DefaultAckInterval          = 1
+	DefaultHeartbeatInterval    = 10
+	DefaultFullAckInterval      = 100
+	DefaultResendTicks          = 50
+	DefaultClockReserve         = int64(100e6) // 100ms in nanoseconds
 	// DefaultRelayDelay: 300 ms at the millisecond tick the package
 	// documentation suggests.
 	DefaultRelayDelay = 300
@@ -58,6 +59,15 @@ type Config struct {
 	// MaxInflightBytes bounds the bytes sent to one destination and not yet
 	// acknowledged received by it. Default 4 MiB.
 	MaxInflightBytes int
+	// BulkStreams names the streams (of every origin) whose messages travel
+	// on a lane of their own: a window of MaxBulkInflightBytes, in Data
+	// messages marked Bulk (PlaneBulk), so that bulk transfers, file chunks,
+	// never queue other streams' messages behind them. Sites must agree.
+	BulkStreams []string
+	// MaxBulkInflightBytes bounds the bulk lane's bytes sent to one
+	// destination and not yet acknowledged received. Default 16 MiB, about
+	// a round trip of 100 ms at 160 MB/s.
+	MaxBulkInflightBytes int
 	// MaxMemoryBytes bounds the persisted entries of one stream kept in
 	// memory; older ones are read back through Storage. Default 8 MiB.
 	MaxMemoryBytes int
@@ -125,7 +135,8 @@ func (c *Config) Validate() error {
 	}
 	for name, v := range map[string]int{
 		"MaxBatchBytes": c.MaxBatchBytes, "MaxInflightBytes": c.MaxInflightBytes,
-		"MaxMemoryBytes": c.MaxMemoryBytes, "MaxUnapplied": c.MaxUnapplied,
+		"MaxBulkInflightBytes": c.MaxBulkInflightBytes,
+		"MaxMemoryBytes":       c.MaxMemoryBytes, "MaxUnapplied": c.MaxUnapplied,
 		"AckInterval": c.AckInterval, "HeartbeatInterval": c.HeartbeatInterval,
 		"FullAckInterval": c.FullAckInterval, "ResendTicks": c.ResendTicks,
 	} {
@@ -157,6 +168,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.MaxBatchBytes, DefaultMaxBatchBytes)
 	def(&c.MaxInflightBytes, DefaultMaxInflightBytes)
+	def(&c.MaxBulkInflightBytes, DefaultMaxBulkInflightBytes)
 	def(&c.MaxMemoryBytes, DefaultMaxMemoryBytes)
 	def(&c.MaxUnapplied, DefaultMaxUnapplied)
 	def(&c.AckInterval, DefaultAckInterval)

@@ -415,7 +415,7 @@ func (c *Core) Tick(now int64) {
 		if !p.connected || p.rejected != nil {
 			continue
 		}
-		stuck := !p.established || len(p.inflight) > 0
+		stuck := !p.established || p.inflight()
 		if stuck && c.tick-p.progressTick >= uint64(c.cfg.ResendTicks) {
 			// The Hello or some data went unanswered: start over from
 			// what the destination says it holds.

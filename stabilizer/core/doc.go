@@ -56,6 +56,12 @@
 // not yet acknowledged `received`. A destination that sees a gap asks again
 // with Positions; a session without progress for ResendTicks is reopened.
 // Resends are harmless: a destination takes only the next seq of each stream.
+// The channel has two lanes, each with its own window: streams named in
+// Config.BulkStreams (file chunks) go in Data messages marked Bulk, which
+// travel on PlaneBulk, a connection of their own, within
+// MaxBulkInflightBytes; all others within MaxInflightBytes on PlaneData.
+// So a bulk transfer filling its window never holds back the other
+// streams. A receiver treats both alike: per stream, only the next seq.
 //
 // Relay: when an origin has been disconnected from this site for RelayDelay
 // ticks (the core counts ticks; it reads no clock), this site sends the

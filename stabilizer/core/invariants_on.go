@@ -76,17 +76,23 @@ func (c *Core) assertInvariants() {
 		if p == nil {
 			continue
 		}
-		bytes := 0
-		for _, f := range p.inflight {
-			bytes += f.bytes
+		for l := range p.lanes {
+			ln := &p.lanes[l]
+			bytes := 0
+			for _, f := range ln.inflight {
+				bytes += f.bytes
+				if f.s.lane != l {
+					panic(fmt.Sprintf("core: invariant: channel to %s carries %v on lane %d, its lane is %d", p.name, f.s.id, l, f.s.lane))
+				}
+			}
+			if bytes != ln.inflightBytes {
+				panic(fmt.Sprintf("core: invariant: channel to %s lane %d counts %d bytes in flight, holds %d", p.name, l, ln.inflightBytes, bytes))
+			}
+			if len(ln.inflight) > 1 && bytes > c.window(l) {
+				panic(fmt.Sprintf("core: invariant: channel to %s lane %d has %d bytes in flight, limit %d", p.name, l, bytes, c.window(l)))
+			}
 		}
-		if bytes != p.inflightBytes {
-			panic(fmt.Sprintf("core: invariant: channel to %s counts %d bytes in flight, holds %d", p.name, p.inflightBytes, bytes))
-		}
-		if len(p.inflight) > 1 && bytes > c.cfg.MaxInflightBytes {
-			panic(fmt.Sprintf("core: invariant: channel to %s has %d bytes in flight, limit %d", p.name, bytes, c.cfg.MaxInflightBytes))
-		}
-		if !p.established && len(p.inflight) > 0 {
+		if !p.established && p.inflight() {
 			panic(fmt.Sprintf("core: invariant: channel to %s not established with data in flight", p.name))
 		}
 	}

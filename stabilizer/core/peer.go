@@ -22,15 +22,12 @@ type peer struct {
 	helloSession uint64
 	rejected     error
 
-	// inflight lists what was sent on the channel and not yet acked
-	// received by the peer, in send order, for the bytes-in-flight bound.
-	inflight      []flight
-	inflightBytes int
-	progressTick  uint64 // last tick the channel made progress
-	// windowFull: the next entry did not fit the window; nothing can be
-	// sent until acks release some of what is in flight.
-	windowFull bool
-	rr         int // round-robin start among own streams
+	// lanes: the channel's window per lane, laneData for most streams,
+	// laneBulk for Config.BulkStreams, so that bulk entries filling their
+	// window never hold back the others (they travel on a connection of
+	// their own, PlaneBulk).
+	lanes        [numLanes]lane
+	progressTick uint64 // last tick the channel made progress
 
 	ackSentVer uint64 // our row version the peer was last sent
 	lastCtrl   uint64 // tick of the last Acks sent to the peer
@@ -50,6 +47,24 @@ type peer struct {
 	relayEpoch uint64
 }
 
+// The lanes of a channel.
+const (
+	laneData = iota
+	laneBulk
+	numLanes
+)
+
+// lane is one window of a channel: what was sent on it and not yet acked
+// received by the peer, in send order, for the bytes-in-flight bound.
+type lane struct {
+	inflight      []flight
+	inflightBytes int
+	// windowFull: the next entry did not fit the window; nothing can be
+	// sent on the lane until acks release some of what is in flight.
+	windowFull bool
+	rr         int // round-robin start among own streams
+}
+
 type flight struct {
 	s     *stream
 	seq   uint64
@@ -57,26 +72,51 @@ type flight struct {
 }
 
 func (p *peer) resetInflight() {
-	p.inflight = nil
-	p.inflightBytes = 0
-	p.windowFull = false
+	for l := range p.lanes {
+		p.lanes[l].inflight = nil
+		p.lanes[l].inflightBytes = 0
+		p.lanes[l].windowFull = false
+	}
+}
+
+// inflight reports whether anything sent on the channel is unacknowledged.
+func (p *peer) inflight() bool {
+	for l := range p.lanes {
+		if len(p.lanes[l].inflight) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// windowOpen reports whether some lane has room.
+func (p *peer) windowOpen() bool {
+	for l := range p.lanes {
+		if !p.lanes[l].windowFull {
+			return true
+		}
+	}
+	return false
 }
 
 // releaseInflight forgets what the peer acknowledged received.
 func (p *peer) releaseInflight(n int, tick uint64) {
-	k := 0
-	for k < len(p.inflight) {
-		f := p.inflight[k]
-		if f.s.acks[frontier.Received*n+p.idx] < f.seq {
-			break
+	for l := range p.lanes {
+		ln := &p.lanes[l]
+		k := 0
+		for k < len(ln.inflight) {
+			f := ln.inflight[k]
+			if f.s.acks[frontier.Received*n+p.idx] < f.seq {
+				break
+			}
+			ln.inflightBytes -= f.bytes
+			k++
 		}
-		p.inflightBytes -= f.bytes
-		k++
-	}
-	if k > 0 {
-		p.inflight = p.inflight[k:]
-		p.progressTick = tick
-		p.windowFull = false
+		if k > 0 {
+			ln.inflight = ln.inflight[k:]
+			p.progressTick = tick
+			ln.windowFull = false
+		}
 	}
 }
 

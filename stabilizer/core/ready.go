@@ -90,9 +90,9 @@ func (c *Core) HasReady() bool {
 		if p.needFull || c.ctrlDue(p) {
 			return true
 		}
-		if p.established && !p.windowFull {
+		if p.established {
 			for _, s := range c.own {
-				if s.next[p.idx] != 0 && s.next[p.idx] <= s.durable {
+				if !p.lanes[s.lane].windowFull && s.next[p.idx] != 0 && s.next[p.idx] <= s.durable {
 					return true
 				}
 			}
@@ -291,19 +291,31 @@ func (c *Core) trimChanges() {
 }
 
 // dataMessages sends what p lacks of our persisted entries, in batches of at
-// most MaxBatchBytes, while less than MaxInflightBytes are unacknowledged.
+// most MaxBatchBytes, while less than the lane's window is unacknowledged
+// (MaxInflightBytes, MaxBulkInflightBytes): each lane in messages of its own.
 func (c *Core) dataMessages(rd *Ready, p *peer) {
 	if !p.established || len(c.own) == 0 {
 		return
 	}
 	p.releaseInflight(c.n, c.tick)
-	for !p.windowFull {
-		m := Message{Type: MsgData, From: c.cfg.Site, To: p.name, Session: p.session}
+	for l := range p.lanes {
+		c.laneMessages(rd, p, l)
+	}
+}
+
+func (c *Core) laneMessages(rd *Ready, p *peer, l int) {
+	ln := &p.lanes[l]
+	window := c.window(l)
+	for !ln.windowFull {
+		m := Message{Type: MsgData, From: c.cfg.Site, To: p.name, Session: p.session, Bulk: l == laneBulk}
 		bytes := 0
 		for k := range c.own {
-			s := c.own[(p.rr+k)%len(c.own)]
+			s := c.own[(ln.rr+k)%len(c.own)]
+			if s.lane != l {
+				continue
+			}
 			nx := s.next[p.idx]
-			for nx != 0 && nx <= s.durable && bytes < c.cfg.MaxBatchBytes && !p.windowFull {
+			for nx != 0 && nx <= s.durable && bytes < c.cfg.MaxBatchBytes && !ln.windowFull {
 				ents, err := c.read(s, nx, s.durable, c.cfg.MaxBatchBytes-bytes)
 				if err != nil {
 					c.errs = append(c.errs, err)
@@ -316,12 +328,12 @@ func (c *Core) dataMessages(rd *Ready, p *peer) {
 					if bytes > 0 && bytes+sz > c.cfg.MaxBatchBytes {
 						break
 					}
-					if p.inflightBytes+bytes > 0 && p.inflightBytes+bytes+sz > c.cfg.MaxInflightBytes {
-						p.windowFull = true
+					if ln.inflightBytes+bytes > 0 && ln.inflightBytes+bytes+sz > window {
+						ln.windowFull = true
 						break
 					}
 					m.Entries = append(m.Entries, e)
-					p.inflight = append(p.inflight, flight{s, e.Seq, sz})
+					ln.inflight = append(ln.inflight, flight{s, e.Seq, sz})
 					bytes += sz
 					nx = e.Seq + 1
 				}
@@ -334,10 +346,18 @@ func (c *Core) dataMessages(rd *Ready, p *peer) {
 		if len(m.Entries) == 0 {
 			break
 		}
-		p.inflightBytes += bytes
+		ln.inflightBytes += bytes
 		rd.Messages = append(rd.Messages, m)
 	}
-	p.rr++
+	ln.rr++
+}
+
+// window is the bytes-in-flight bound of a lane.
+func (c *Core) window(l int) int {
+	if l == laneBulk {
+		return c.cfg.MaxBulkInflightBytes
+	}
+	return c.cfg.MaxInflightBytes
 }
 
 // Advance tells the core that the last Ready was handled: its writes are

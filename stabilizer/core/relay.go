@@ -109,7 +109,7 @@ func (c *Core) relayDue(s *stream, p *peer, from uint64, start bool) bool {
 
 // canRelay reports whether p may be sent relayed entries now.
 func (c *Core) canRelay(p *peer) bool {
-	return c.relayOrigins > 0 && p.established && p.heard && !p.windowFull
+	return c.relayOrigins > 0 && p.established && p.heard && p.windowOpen()
 }
 
 // relayPending reports whether relayMessages would send p anything. Once a
@@ -142,7 +142,10 @@ func (c *Core) relayMessages(rd *Ready, p *peer) {
 		return
 	}
 	p.releaseInflight(c.n, c.tick)
-	b := batch{m: Message{Type: MsgData, From: c.cfg.Site, To: p.name, Session: p.session}}
+	var b [numLanes]batch
+	for l := range b {
+		b[l] = batch{m: Message{Type: MsgData, From: c.cfg.Site, To: p.name, Session: p.session, Bulk: l == laneBulk}, lane: l}
+	}
 	for _, o := range c.peers {
 		if o == nil || o == p || !o.relaying {
 			continue
@@ -153,10 +156,10 @@ func (c *Core) relayMessages(rd *Ready, p *peer) {
 				lacks = true
 			}
 			nx := c.relayFrom(s, p)
-			if p.windowFull || !c.relayDue(s, p, nx, true) {
+			if p.lanes[s.lane].windowFull || !c.relayDue(s, p, nx, true) {
 				continue
 			}
-			nx = c.fill(rd, p, &b, s, nx)
+			nx = c.fill(rd, p, &b[s.lane], s, nx)
 			if s.relay == nil {
 				s.relay = make([]relayCursor, c.n)
 			}
@@ -166,13 +169,16 @@ func (c *Core) relayMessages(rd *Ready, p *peer) {
 			p.relay[o.idx].takeover = false
 		}
 	}
-	b.flush(rd, p)
+	for l := range b {
+		b[l].flush(rd, p)
+	}
 }
 
-// batch is a Data message being filled for one peer.
+// batch is a Data message being filled for one peer, on one lane.
 type batch struct {
 	m     Message
 	bytes int
+	lane  int
 }
 
 // flush sends what the batch holds and starts the next one.
@@ -180,9 +186,9 @@ func (b *batch) flush(rd *Ready, p *peer) {
 	if len(b.m.Entries) == 0 {
 		return
 	}
-	p.inflightBytes += b.bytes
+	p.lanes[b.lane].inflightBytes += b.bytes
 	rd.Messages = append(rd.Messages, b.m)
-	b.m = Message{Type: b.m.Type, From: b.m.From, To: b.m.To, Session: b.m.Session}
+	b.m = Message{Type: b.m.Type, From: b.m.From, To: b.m.To, Session: b.m.Session, Bulk: b.m.Bulk}
 	b.bytes = 0
 }
 
@@ -191,7 +197,9 @@ func (b *batch) flush(rd *Ready, p *peer) {
 // An entry larger than a batch or the window goes alone, when nothing else
 // is in the batch or in flight.
 func (c *Core) fill(rd *Ready, p *peer, b *batch, s *stream, nx uint64) uint64 {
-	for nx <= s.durable && !p.windowFull {
+	ln := &p.lanes[b.lane]
+	window := c.window(b.lane)
+	for nx <= s.durable && !ln.windowFull {
 		if b.bytes >= c.cfg.MaxBatchBytes {
 			b.flush(rd, p)
 		}
@@ -205,12 +213,12 @@ func (c *Core) fill(rd *Ready, p *peer, b *batch, s *stream, nx uint64) uint64 {
 			if b.bytes > 0 && b.bytes+sz > c.cfg.MaxBatchBytes {
 				b.flush(rd, p)
 			}
-			if p.inflightBytes+b.bytes > 0 && p.inflightBytes+b.bytes+sz > c.cfg.MaxInflightBytes {
-				p.windowFull = true
+			if ln.inflightBytes+b.bytes > 0 && ln.inflightBytes+b.bytes+sz > window {
+				ln.windowFull = true
 				break
 			}
 			b.m.Entries = append(b.m.Entries, e)
-			p.inflight = append(p.inflight, flight{s, e.Seq, sz})
+			ln.inflight = append(ln.inflight, flight{s, e.Seq, sz})
 			b.bytes += sz
 			nx = e.Seq + 1
 		}

@@ -337,6 +337,9 @@ func newSim(t testing.TB, seed uint64) *sim {
 		ResendTicks:       pick(15, 40),
 		RelayDelay:        pick(3, 10, 30),
 		LazyFrontiers:     rng.IntN(2) == 0,
+		// ckpt on a lane of its own (PlaneBulk) in half the runs.
+		BulkStreams:          [][]string{nil, {"ckpt"}}[rng.IntN(2)],
+		MaxBulkInflightBytes: pick(200, 1000, 1<<20),
 	}
 	for i, name := range names {
 		site := &simSite{name: name, idx: i, store: newStore(), skew: int64(rng.IntN(20)-10) * 1e6}
@@ -763,29 +766,43 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 }
 
 // checkFlight releases what destinations acknowledged received, in send
-// order as the core does, and checks the rest against MaxInflightBytes: more
+// order per lane as the core does, and checks the rest against the lane's
+// window (MaxInflightBytes, or MaxBulkInflightBytes for BulkStreams): more
 // is allowed only for a single entry larger than the window.
 func (s *sim) checkFlight(site *simSite) {
 	n := len(s.schema.Sites)
 	for to := range s.sites {
 		fk := [2]int{site.idx, to}
-		fl := s.flight[fk]
-		for len(fl) > 0 {
-			acks, err := site.core.Acks(fl[0].stream)
-			if err != nil || acks[frontier.Received*n+to] < fl[0].seq {
-				break
+		var kept []simFlight
+		for _, bulk := range []bool{false, true} {
+			var fl []simFlight
+			for _, f := range s.flight[fk] {
+				if slices.Contains(s.cfg.BulkStreams, f.stream.Name) == bulk {
+					fl = append(fl, f)
+				}
 			}
-			fl = fl[1:]
+			for len(fl) > 0 {
+				acks, err := site.core.Acks(fl[0].stream)
+				if err != nil || acks[frontier.Received*n+to] < fl[0].seq {
+					break
+				}
+				fl = fl[1:]
+			}
+			kept = append(kept, fl...)
+			total := 0
+			for _, f := range fl {
+				total += f.bytes
+			}
+			limit := s.cfg.MaxInflightBytes
+			if bulk {
+				limit = s.cfg.MaxBulkInflightBytes
+			}
+			if len(fl) > 1 && total > limit {
+				s.failf("%s: %d bytes in %d entries in flight to %s (bulk %v), limit %d", site.name, total, len(fl), s.sites[to].name, bulk, limit)
+			}
+			s.counts["flight.max"] = max(s.counts["flight.max"], total)
 		}
-		s.flight[fk] = fl
-		total := 0
-		for _, f := range fl {
-			total += f.bytes
-		}
-		if limit := s.cfg.MaxInflightBytes; len(fl) > 1 && total > limit {
-			s.failf("%s: %d bytes in %d entries in flight to %s, limit %d", site.name, total, len(fl), s.sites[to].name, limit)
-		}
-		s.counts["flight.max"] = max(s.counts["flight.max"], total)
+		s.flight[fk] = kept
 	}
 }
 

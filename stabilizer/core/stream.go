@@ -1,6 +1,9 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // stream is one stream's state at this site: the entries held in memory, how
 // far they are persisted and delivered, its rows of the ack table and its
@@ -9,6 +12,7 @@ type stream struct {
 	id     StreamID
 	origin int
 	own    bool
+	lane   int // laneBulk for Config.BulkStreams, else laneData
 
 	// mem holds entries mem[0].Seq..head contiguously. Every entry above
 	// durable is in mem; persisted ones are trimmed (see trim) and read back
@@ -97,6 +101,9 @@ func (c *Core) newStream(id StreamID, origin int) *stream {
 		cellVer: make([]uint64, c.nlevels),
 		queued:  make([]bool, c.nlevels),
 		dirty:   true,
+	}
+	if slices.Contains(c.cfg.BulkStreams, id.Name) {
+		s.lane = laneBulk
 	}
 	s.scope = c.scopeList(id.Name)
 	s.scope.streams = append(s.scope.streams, s)

@@ -26,6 +26,7 @@ type (
 const (
 	PlaneData    = vocab.PlaneData
 	PlaneControl = vocab.PlaneControl
+	PlaneBulk    = vocab.PlaneBulk
 )
 
 // ProtocolVersion is the version of the site-to-site protocol this core
@@ -119,12 +120,19 @@ type Message struct {
 	Cells []AckCell
 	// Reason of Reject.
 	Reason string
+	// Bulk marks a Data message of bulk streams (Config.BulkStreams): it
+	// travels on PlaneBulk. It is not encoded: a receiver treats every
+	// Data message alike.
+	Bulk bool
 }
 
 // Plane tells which connection the message must travel on.
 func (m *Message) Plane() Plane {
-	if m.Type == MsgAcks {
+	switch {
+	case m.Type == MsgAcks:
 		return PlaneControl
+	case m.Bulk:
+		return PlaneBulk
 	}
 	return PlaneData
 }

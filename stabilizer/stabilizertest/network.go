@@ -108,7 +108,7 @@ func (n *Network) setCut(a, b string, cut bool) {
 	if was == cut || ea == nil || eb == nil {
 		return
 	}
-	for _, p := range []stabilizer.Plane{stabilizer.PlaneData, stabilizer.PlaneControl} {
+	for _, p := range stabilizer.Planes {
 		if cut {
 			err := errors.New("stabilizertest: link cut")
 			ea.h.Down(b, p, err)
@@ -204,7 +204,7 @@ func (t *transport) Start(h stabilizer.Handler) error {
 	}
 	n.mu.Unlock()
 	for _, p := range peers {
-		for _, pl := range []stabilizer.Plane{stabilizer.PlaneData, stabilizer.PlaneControl} {
+		for _, pl := range stabilizer.Planes {
 			t.h.Up(p.site, pl)
 			p.h.Up(t.site, pl)
 		}
@@ -246,7 +246,7 @@ func (t *transport) Close() error {
 	}
 	n.mu.Unlock()
 	for _, p := range peers {
-		for _, pl := range []stabilizer.Plane{stabilizer.PlaneData, stabilizer.PlaneControl} {
+		for _, pl := range stabilizer.Planes {
 			p.h.Down(t.site, pl, errors.New("stabilizertest: peer closed"))
 		}
 	}

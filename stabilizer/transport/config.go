@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/credentials"
 )
 
-// Plane is one of the two independent channels between sites. Each plane
-// of each peer has its own gRPC connection, so control frames never queue
-// behind data frames.
+// Plane is one of the independent channels between sites. Each plane of
+// each peer has its own gRPC connection, so control frames never queue
+// behind data frames, nor data frames behind bulk ones.
 type Plane uint8
 
 const (
@@ -24,10 +24,14 @@ const (
 	Data Plane = iota
 	// Control carries acknowledgements and other small, urgent frames.
 	Control
+	// Bulk carries bulk stream messages (file chunks). It is dialed at the
+	// Data address, on a connection of its own, with a queue of
+	// DataQueueBytes.
+	Bulk
 )
 
-// Planes lists both planes.
-var Planes = [...]Plane{Data, Control}
+// Planes lists every plane.
+var Planes = [...]Plane{Data, Control, Bulk}
 
 func (p Plane) String() string {
 	switch p {
@@ -35,6 +39,8 @@ func (p Plane) String() string {
 		return "data"
 	case Control:
 		return "control"
+	case Bulk:
+		return "bulk"
 	}
 	return fmt.Sprintf("plane(%d)", uint8(p))
 }

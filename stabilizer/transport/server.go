@@ -41,7 +41,7 @@ func (t *Transport) serve(ss grpc.ServerStream) error {
 		code, reason = codeWrongSite, fmt.Sprintf("dialed site %q, this is %q", h.to, t.cfg.Site)
 	case t.senders[planeKey{h.from, Data}] == nil:
 		code, reason = codeUnknownPeer, fmt.Sprintf("site %q is not a configured peer of %q", h.from, t.cfg.Site)
-	case h.plane != Data && h.plane != Control:
+	case h.plane != Data && h.plane != Control && h.plane != Bulk:
 		code, reason = codeBadHandshake, fmt.Sprintf("unknown plane %d", h.plane)
 	default:
 		if err := verifyClientName(ss, h.from); err != nil {

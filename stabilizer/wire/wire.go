@@ -11,7 +11,8 @@ import (
 
 // format is the first byte of every encoded message; a decoder refuses
 // others, so the encoding can change behind a new format byte.
-const format byte = 1
+// Format 2 added the flags byte after Reason.
+const format byte = 2
 
 // ErrMalformed is wrapped by every decoding error.
 var ErrMalformed = errors.New("wire: malformed message")
@@ -20,7 +21,7 @@ var ErrMalformed = errors.New("wire: malformed message")
 // buffer given to Append so that large batches are copied once.
 func SizeHint(m *core.Message) int {
 	const v = binary.MaxVarintLen64
-	n := 2 + 6*v + len(m.From) + len(m.To) + len(m.Reason) + 4*v
+	n := 3 + 6*v + len(m.From) + len(m.To) + len(m.Reason) + 4*v
 	for i := range m.Entries {
 		e := &m.Entries[i]
 		n += 6*v + len(e.Stream.Origin) + len(e.Stream.Name) + len(e.Payload)
@@ -64,8 +65,17 @@ func Append(dst []byte, m *core.Message) []byte {
 		dst = binary.AppendUvarint(dst, c.Seq)
 		dst = appendHLC(dst, c.HLC)
 	}
-	return appendString(dst, m.Reason)
+	dst = appendString(dst, m.Reason)
+	var flags byte
+	if m.Bulk {
+		flags |= flagBulk
+	}
+	return append(dst, flags)
 }
+
+// flagBulk marks a Bulk message (informative: a receiver treats Data alike
+// on every plane).
+const flagBulk = 1
 
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
@@ -134,6 +144,11 @@ func Decode(b []byte) (core.Message, error) {
 		}
 	}
 	m.Reason = d.string()
+	flags := d.byte()
+	if flags&^flagBulk != 0 && d.err == nil {
+		d.fail("unknown flags %#x", flags)
+	}
+	m.Bulk = flags&flagBulk != 0
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}

@@ -21,6 +21,7 @@ func sample() core.Message {
 		Heads:     []core.Position{{Stream: s, Seq: 12}},
 		Cells:     []core.AckCell{{Stream: s, Site: "eu-west-1", Level: 1, Seq: 8, HLC: core.HLC{Wall: 3}}},
 		Reason:    "because",
+		Bulk:      true,
 	}
 }
 

@@ -56,11 +56,21 @@ const (
 	PlaneData Plane = iota
 	// PlaneControl carries acknowledgements.
 	PlaneControl
+	// PlaneBulk carries the messages of bulk streams (file chunks), on a
+	// connection of their own, so that a stream saturating a link does not
+	// queue other streams' messages behind it.
+	PlaneBulk
 )
 
+// Planes lists every plane; a peer counts as connected while all are up.
+var Planes = [...]Plane{PlaneData, PlaneControl, PlaneBulk}
+
 func (p Plane) String() string {
-	if p == PlaneControl {
+	switch p {
+	case PlaneControl:
 		return "control"
+	case PlaneBulk:
+		return "bulk"
 	}
 	return "data"
 }
