@@ -291,6 +291,7 @@ func (x *ListSharesResponse) GetShares() []*Share {
 type MissingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Hashes        [][]byte               `protobuf:"bytes,1,rep,name=hashes,proto3" json:"hashes,omitempty"`
+	Share         string                 `protobuf:"bytes,2,opt,name=share,proto3" json:"share,omitempty"` // for the share's metrics
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -330,6 +331,13 @@ func (x *MissingRequest) GetHashes() [][]byte {
 		return x.Hashes
 	}
 	return nil
+}
+
+func (x *MissingRequest) GetShare() string {
+	if x != nil {
+		return x.Share
+	}
+	return ""
 }
 
 type MissingResponse struct {
@@ -378,8 +386,9 @@ func (x *MissingResponse) GetMissing() [][]byte {
 
 type PutChunkRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hash          []byte                 `protobuf:"bytes,1,opt,name=hash,proto3" json:"hash,omitempty"` // SHA-256 of data
-	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"` // at most 8 MiB
+	Hash          []byte                 `protobuf:"bytes,1,opt,name=hash,proto3" json:"hash,omitempty"`   // SHA-256 of data
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`   // at most 8 MiB
+	Share         string                 `protobuf:"bytes,3,opt,name=share,proto3" json:"share,omitempty"` // for the share's metrics
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -426,6 +435,13 @@ func (x *PutChunkRequest) GetData() []byte {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *PutChunkRequest) GetShare() string {
+	if x != nil {
+		return x.Share
+	}
+	return ""
 }
 
 type PutChunkResponse struct {
@@ -582,7 +598,10 @@ type Version struct {
 	Share  string `protobuf:"bytes,17,opt,name=share,proto3" json:"share,omitempty"`
 	// persisted_at: the sites at which the manifest and every chunk are
 	// persisted, as this site knows (set in List and Commit answers).
-	PersistedAt   []string `protobuf:"bytes,18,rep,name=persisted_at,json=persistedAt,proto3" json:"persisted_at,omitempty"`
+	PersistedAt []string `protobuf:"bytes,18,rep,name=persisted_at,json=persistedAt,proto3" json:"persisted_at,omitempty"`
+	// pruned: history retention dropped the version's chunk list; the
+	// record stays so that its descendants still know their ancestry.
+	Pruned        bool `protobuf:"varint,19,opt,name=pruned,proto3" json:"pruned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -741,6 +760,13 @@ func (x *Version) GetPersistedAt() []string {
 		return x.PersistedAt
 	}
 	return nil
+}
+
+func (x *Version) GetPruned() bool {
+	if x != nil {
+		return x.Pruned
+	}
+	return false
 }
 
 // FileVersion is what a client records: a version without the fields the
@@ -1167,6 +1193,7 @@ func (x *WatchEvent) GetShare() string {
 type GetChunksRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Hashes        [][]byte               `protobuf:"bytes,1,rep,name=hashes,proto3" json:"hashes,omitempty"`
+	Share         string                 `protobuf:"bytes,2,opt,name=share,proto3" json:"share,omitempty"` // for the share's metrics
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1206,6 +1233,13 @@ func (x *GetChunksRequest) GetHashes() [][]byte {
 		return x.Hashes
 	}
 	return nil
+}
+
+func (x *GetChunksRequest) GetShare() string {
+	if x != nil {
+		return x.Share
+	}
+	return ""
 }
 
 type ChunkData struct {
@@ -1289,14 +1323,16 @@ const file_fileshare_filesharepb_fileshare_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
 	"\x11ListSharesRequest\"L\n" +
 	"\x12ListSharesResponse\x126\n" +
-	"\x06shares\x18\x01 \x03(\v2\x1e.stabilizer.fileshare.v1.ShareR\x06shares\"(\n" +
+	"\x06shares\x18\x01 \x03(\v2\x1e.stabilizer.fileshare.v1.ShareR\x06shares\">\n" +
 	"\x0eMissingRequest\x12\x16\n" +
-	"\x06hashes\x18\x01 \x03(\fR\x06hashes\"+\n" +
+	"\x06hashes\x18\x01 \x03(\fR\x06hashes\x12\x14\n" +
+	"\x05share\x18\x02 \x01(\tR\x05share\"+\n" +
 	"\x0fMissingResponse\x12\x18\n" +
-	"\amissing\x18\x01 \x03(\fR\amissing\"9\n" +
+	"\amissing\x18\x01 \x03(\fR\amissing\"O\n" +
 	"\x0fPutChunkRequest\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\fR\x04hash\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"y\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x14\n" +
+	"\x05share\x18\x03 \x01(\tR\x05share\"y\n" +
 	"\x10PutChunkResponse\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\fR\x04hash\x123\n" +
 	"\x03ref\x18\x02 \x01(\v2!.stabilizer.fileshare.v1.ChunkRefR\x03ref\x12\x1c\n" +
@@ -1305,7 +1341,7 @@ const file_fileshare_filesharepb_fileshare_proto_rawDesc = "" +
 	"\x04hash\x18\x01 \x01(\fR\x04hash\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12\x16\n" +
 	"\x06origin\x18\x03 \x01(\tR\x06origin\x12\x10\n" +
-	"\x03seq\x18\x04 \x01(\x04R\x03seq\"\xe8\x03\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\"\x80\x04\n" +
 	"\aVersion\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
@@ -1326,7 +1362,8 @@ const file_fileshare_filesharepb_fileshare_proto_rawDesc = "" +
 	"\fcommit_files\x18\x0f \x01(\rR\vcommitFiles\x12\x16\n" +
 	"\x06stable\x18\x10 \x01(\bR\x06stable\x12\x14\n" +
 	"\x05share\x18\x11 \x01(\tR\x05share\x12!\n" +
-	"\fpersisted_at\x18\x12 \x03(\tR\vpersistedAt\"\xe2\x01\n" +
+	"\fpersisted_at\x18\x12 \x03(\tR\vpersistedAt\x12\x16\n" +
+	"\x06pruned\x18\x13 \x01(\bR\x06pruned\"\xe2\x01\n" +
 	"\vFileVersion\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\aparents\x18\x02 \x03(\tR\aparents\x12\x12\n" +
@@ -1355,9 +1392,10 @@ const file_fileshare_filesharepb_fileshare_proto_rawDesc = "" +
 	"\x05share\x18\x01 \x01(\tR\x05share\"\"\n" +
 	"\n" +
 	"WatchEvent\x12\x14\n" +
-	"\x05share\x18\x01 \x01(\tR\x05share\"*\n" +
+	"\x05share\x18\x01 \x01(\tR\x05share\"@\n" +
 	"\x10GetChunksRequest\x12\x16\n" +
-	"\x06hashes\x18\x01 \x03(\fR\x06hashes\"G\n" +
+	"\x06hashes\x18\x01 \x03(\fR\x06hashes\x12\x14\n" +
+	"\x05share\x18\x02 \x01(\tR\x05share\"G\n" +
 	"\tChunkData\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\fR\x04hash\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
