@@ -50,18 +50,23 @@
 //     writes them (the call returns when the scan is done), so detection
 //     delay is not part of what is measured.
 //   - With Options.Origin set, the origin's folder is sendonly and every
-//     other one receiveonly, the pairing Syncthing's documentation gives for
-//     distributing from one writer: the origin ignores changes made
-//     elsewhere and the others never send a local change, so no conflict
-//     copies can appear. Receive-only devices still announce and serve the
-//     blocks they have, so a site may pull from another receiver, as
-//     Syncthing would in production. Without Origin every folder is
-//     sendreceive.
+//     other one receiveonly, as Syncthing's documentation (Folder Types)
+//     describes them: send only for the device that keeps the reference
+//     copy, whose files are not expected to change elsewhere; receive only
+//     for replication mirrors, which apply the cluster's changes and
+//     redistribute them to other devices but never send a local change. So
+//     no conflict copies can appear, and a site may still pull blocks from
+//     another receiver, as it would in production. Without Origin every
+//     folder is sendreceive.
 //
 // Each instance runs as `syncthing serve --home H --no-browser --no-restart
-// --gui-address http://127.0.0.1:<port> --logflags 3` with STNOUPGRADE=1, in
-// a process group of its own. --no-restart keeps it one process (no monitor
-// process that restarts a child), so Close stops exactly what Start started.
+// --gui-address http://127.0.0.1:<port> --logflags 3` with STNOUPGRADE=1.
+// serve is Syncthing's monitor process, which starts the syncthing process
+// proper and relays its output; --no-restart stops it from restarting that
+// process after a crash, so a crash ends the instance instead of hiding in
+// a restart. Both are in a process group of their own, which Close signals:
+// the monitor passes SIGTERM on and waits for its child, and a SIGKILL
+// after the grace period reaches both.
 //
 // # Measuring completion
 //
@@ -86,9 +91,12 @@
 // # Concurrency
 //
 // A Cluster's methods are safe for concurrent use, except that Close must
-// not run concurrently with the others. Start starts, per site, one
-// syncthing process and one goroutine that waits for it; Close stops the
-// processes (SIGTERM, SIGKILL after 10 s) and waits for both, then closes
-// the wan network and its proxies. The per-site event cursor is guarded by
-// the site's mutex, which is not held across a request.
+// not run concurrently with the others; Close is idempotent. Start starts,
+// per site, one `syncthing serve` (with the child it starts) and one
+// goroutine that waits for it (and, with Options.Log, the goroutine exec
+// uses to copy its output); Close stops the processes (SIGTERM, SIGKILL
+// after 10 s), waits for them and those goroutines, then closes the wan
+// network and its proxies. The per-site event cursor is guarded by the
+// site's mutex, which is not held across a request; one WaitInSync at a
+// time reads a site's events, a second gets ErrBusy.
 package stpeer
