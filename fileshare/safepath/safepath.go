@@ -30,9 +30,13 @@ var stateKey = FoldKey(StateDir)
 
 // Check reports whether p is a path the client may write to: a clean,
 // relative, slash-separated file path (see the package documentation for
-// every rule). The error names p and the reason, and wraps ErrBadPath.
+// every rule). The error names p (its first 64 bytes if it is longer than
+// MaxPath) and the reason, and wraps ErrBadPath.
 func Check(p string) error {
 	if reason := check(p); reason != "" {
+		if len(p) > MaxPath { // name it, but not in megabytes
+			return fmt.Errorf("%w %q...: %s", ErrBadPath, p[:64], reason)
+		}
 		return fmt.Errorf("%w %q: %s", ErrBadPath, p, reason)
 	}
 	return nil
