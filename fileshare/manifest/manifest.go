@@ -1,8 +1,6 @@
 package manifest
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -270,20 +268,8 @@ func equalHash(b []byte, h plan.Hash) bool {
 	return len(b) == len(h) && [32]byte(b) == h
 }
 
-// contentOf is the Content of a version with these chunks: SHA-256 over,
-// for each chunk in order, its 32-byte hash then its size as 4 bytes big
-// endian. It must equal plan.ContentOf (being written), which replaces it
-// once it exists; TestContentOf pins the definition.
-func contentOf(cs []plan.Chunk) plan.Hash {
-	h := sha256.New()
-	var size [4]byte
-	for _, c := range cs {
-		h.Write(c.Hash[:])
-		binary.BigEndian.PutUint32(size[:], c.Size)
-		h.Write(size[:])
-	}
-	return plan.Hash(h.Sum(nil))
-}
+// contentOf is plan.ContentOf: one definition for site and client.
+var contentOf = plan.ContentOf
 
 // planChunks converts chunk refs; a hash that is not 32 bytes becomes a
 // zero-padded or truncated one (Validate refuses it).

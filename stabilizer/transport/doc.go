@@ -1,6 +1,8 @@
-// Package transport carries opaque frames between sites over gRPC, on two
-// planes with separate connections (data and control), in order per peer
-// and plane, reconnecting after failures.
+// Package transport carries opaque frames between sites over gRPC, on three
+// planes with separate connections (data, control and bulk), in order per
+// peer and plane, reconnecting after failures. Bulk is dialed at the data
+// address: a connection of its own, so that a file transfer filling it
+// queues nothing else behind it.
 //
 // It moves bytes only: frames are encoded and decoded by the caller, and
 // nothing here knows the stabilizer core's types.
@@ -45,7 +47,7 @@
 // # Flow control
 //
 // Each peer and plane has a queue bounded in bytes (DataQueueBytes 32 MiB,
-// ControlQueueBytes 1 MiB by default), behind gRPC's own windows. Send blocks
+// ControlQueueBytes 1 MiB by default; bulk has DataQueueBytes too), behind gRPC's own windows. Send blocks
 // while the queue is full (until there is room or ctx ends), TrySend fails
 // with ErrQueueFull instead, and SendLatest replaces a still-queued frame
 // with the same key, for control state where only the newest version

@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
+	"github.com/stabilizer/stabilizer/fileshare"
+	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
 	"github.com/stabilizer/stabilizer/kv"
 	"github.com/stabilizer/stabilizer/kv/kvclient"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
@@ -45,6 +47,7 @@ type Site struct {
 	peers   []*kvclient.Client
 	linear  *kv.Linear
 	broker  *pubsub.Broker
+	files   *fileshare.Service
 	reg     *prometheus.Registry
 	started time.Time
 }
@@ -142,6 +145,11 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.files, err = fileshare.New(fileshare.Config{Node: node, KV: s.store, Logger: log.Named("fileshare"), Registerer: s.reg,
+		DefaultTimeout: cfg.Files.CommitTimeout})
+	if err != nil {
+		return nil, err
+	}
 	linear, err := s.newLinear(node)
 	if err != nil {
 		return nil, err
@@ -152,6 +160,10 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 	// Before the node closes: it stores the durable positions.
 	closers = append(closers, func() { s.broker.Close() })
 	if err := s.broker.Start(); err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { s.files.Close() })
+	if err := s.files.Start(); err != nil {
 		return nil, err
 	}
 	if linear != nil {
@@ -183,7 +195,7 @@ func (s *Site) serveGRPC(l net.Listener, tlsCfg *tls.Config) {
 		}
 		reqs.WithLabelValues(method, predicateLabel(pred), outcome).Observe(d.Seconds())
 	}
-	limit := max(s.cfg.KV.MaxValueBytes+s.cfg.KV.MaxKeyBytes, pubsub.MaxMessageBytes) + 64<<10
+	limit := max(s.cfg.KV.MaxValueBytes+s.cfg.KV.MaxKeyBytes, pubsub.MaxMessageBytes, fileshare.MaxMessageBytes) + 64<<10
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(limit)}
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
@@ -195,6 +207,7 @@ func (s *Site) serveGRPC(l net.Listener, tlsCfg *tls.Config) {
 	kvpb.RegisterKVServer(s.grpc, srv)
 	kvpb.RegisterAdminServer(s.grpc, srv)
 	pubsubpb.RegisterPubSubServer(s.grpc, pubsub.NewServer(s.broker))
+	filesharepb.RegisterFileShareServer(s.grpc, fileshare.NewServer(s.files))
 	go func() {
 		if err := s.grpc.Serve(l); err != nil {
 			s.log.Error("client API stopped", "error", err)
@@ -260,6 +273,8 @@ func (s *Site) Shutdown(ctx context.Context) error {
 	// Subscriptions end first, storing their durable positions while the
 	// node and its peers still answer; their streams then end.
 	errs = append(errs, s.broker.Close())
+	// Ends the file-share watches, which clients keep open.
+	errs = append(errs, s.files.Close())
 	go func() {
 		// Clients keep their write streams open: ask them to close them,
 		// or GracefulStop would wait for them until ctx ends.

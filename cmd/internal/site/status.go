@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stabilizer/stabilizer/fileshare"
 )
 
 // statusView is what the status page and status.json show.
@@ -19,6 +21,7 @@ type statusView struct {
 	Streams   []streamView
 	Preds     []predView
 	Topics    []topicView
+	Shares    []fileshare.ShareStatus
 }
 
 type topicView struct {
@@ -81,6 +84,9 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 		v.Streams = append(v.Streams, sv)
 	}
 	v.Topics = s.topicsView(ctx)
+	if shares, err := s.files.Status(ctx); err == nil {
+		v.Shares = shares
+	}
 	slices.SortFunc(v.Streams, func(a, b streamView) int {
 		if a.Stream != b.Stream {
 			if a.Stream < b.Stream {
@@ -184,5 +190,9 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 {{else}}<tr><td class=l colspan=7>no subscriptions</td></tr>{{end}}
 </table>
 {{else}}<p>No topics yet.</p>{{end}}
+<h2>Shares</h2>
+{{if .Shares}}<table><tr><th class=l>share</th><th class=l>visibility</th><th>files shown</th><th>versions here</th><th>pending stability</th><th>conflicts</th></tr>
+{{range .Shares}}<tr><td class=l>{{.Name}}</td><td class=l><code>{{.Visibility}}</code></td><td>{{.Paths}}</td><td>{{.Versions}}</td><td class="{{if .Pending}}behind{{end}}">{{.Pending}}</td><td class="{{if .Conflicts}}behind{{end}}">{{.Conflicts}}</td></tr>{{end}}
+</table>{{else}}<p>No shares yet.</p>{{end}}
 </body></html>
 `))

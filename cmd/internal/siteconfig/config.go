@@ -42,6 +42,8 @@ type Config struct {
 	KV KV `yaml:"kv,omitempty"`
 	// PubSub configures pub/sub; zero fields take pubsub's defaults.
 	PubSub PubSub `yaml:"pubsub,omitempty"`
+	// Files configures file sharing; zero fields take fileshare's defaults.
+	Files Files `yaml:"files,omitempty"`
 	// Lin configures the linearizable mode (a Raft group across sites).
 	Lin Lin `yaml:"lin,omitempty"`
 	// Insecure must be true to run without TLS (local use only).
@@ -81,6 +83,14 @@ type KV struct {
 	// MaxKeyBytes defaults to 4096, MaxValueBytes to 1 MiB.
 	MaxKeyBytes   int `yaml:"max_key_bytes,omitempty"`
 	MaxValueBytes int `yaml:"max_value_bytes,omitempty"`
+}
+
+// Files configures file sharing at a site; zero fields take the package's
+// defaults (fileshare.Config).
+type Files struct {
+	// CommitTimeout bounds a commit's wait for stability when the request
+	// sets none. Default 1m.
+	CommitTimeout time.Duration `yaml:"commit_timeout,omitempty"`
 }
 
 // PubSub configures pub/sub at a site; zero fields take the package's
@@ -266,7 +276,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	for field, d := range map[string]time.Duration{"pubsub.duplicate_window": c.PubSub.DuplicateWindow,
-		"pubsub.position_interval": c.PubSub.PositionInterval, "pubsub.default_timeout": c.PubSub.DefaultTimeout} {
+		"pubsub.position_interval": c.PubSub.PositionInterval, "pubsub.default_timeout": c.PubSub.DefaultTimeout,
+		"files.commit_timeout": c.Files.CommitTimeout} {
 		if d < 0 {
 			bad(field, "%v is negative", d)
 		}

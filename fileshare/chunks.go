@@ -1,0 +1,195 @@
+package fileshare
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/stabilizer/stabilizer/stabilizer"
+)
+
+// Ref is where a chunk lives: seq Seq of the files stream of Origin.
+type Ref struct {
+	Origin string
+	Seq    uint64
+	Size   uint32
+}
+
+// Key prefixes in the namespace.
+const (
+	prefixLoc  = 'l' // + hash: encodeRef
+	prefixData = 'd' // + hash: the chunk's bytes
+)
+
+// frameVersion is the first byte of a files stream entry: the frame is
+// version, hash (32 bytes), data.
+const frameVersion = 1
+
+func locKey(h [32]byte) []byte  { return append([]byte{prefixLoc}, h[:]...) }
+func dataKey(h [32]byte) []byte { return append([]byte{prefixData}, h[:]...) }
+
+func encodeRef(r Ref) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(r.Origin)))
+	b = append(b, r.Origin...)
+	b = binary.AppendUvarint(b, r.Seq)
+	return binary.AppendUvarint(b, uint64(r.Size))
+}
+
+func decodeRef(b []byte) (Ref, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || uint64(len(b)-k) < n {
+		return Ref{}, errors.New("fileshare: corrupt chunk location")
+	}
+	r := Ref{Origin: string(b[k : k+int(n)])}
+	b = b[k+int(n):]
+	seq, k := binary.Uvarint(b)
+	if k <= 0 {
+		return Ref{}, errors.New("fileshare: corrupt chunk location")
+	}
+	size, k2 := binary.Uvarint(b[k:])
+	if k2 <= 0 {
+		return Ref{}, errors.New("fileshare: corrupt chunk location")
+	}
+	r.Seq, r.Size = seq, uint32(size)
+	return r, nil
+}
+
+// chunkStore holds the site's chunks: it appends uploaded ones to the
+// site's files stream and applies every site's stream into the namespace.
+type chunkStore struct {
+	ns      *stabilizer.Namespace
+	node    *stabilizer.Node
+	metrics *metrics
+	log     hclog.Logger
+
+	mu struct {
+		sync.Mutex
+		// pending: own chunks appended and not yet applied here; they
+		// count as held (Missing, Commit) from their append on.
+		pending map[[32]byte]Ref
+	}
+}
+
+func newChunkStore(ns *stabilizer.Namespace, node *stabilizer.Node, m *metrics, log hclog.Logger) *chunkStore {
+	c := &chunkStore{ns: ns, node: node, metrics: m, log: log}
+	c.mu.pending = map[[32]byte]Ref{}
+	return c
+}
+
+// lookup says where the site holds a chunk, if it does.
+func (c *chunkStore) lookup(h [32]byte) (Ref, bool, error) {
+	c.mu.Lock()
+	r, ok := c.mu.pending[h]
+	c.mu.Unlock()
+	if ok {
+		return r, true, nil
+	}
+	v, err := c.get(locKey(h))
+	if err != nil || v == nil {
+		return Ref{}, false, err
+	}
+	r, err = decodeRef(v)
+	return r, err == nil, err
+}
+
+// data returns the chunk's bytes if they are stored here (applied), nil if
+// not yet.
+func (c *chunkStore) data(h [32]byte) ([]byte, error) {
+	return c.get(dataKey(h))
+}
+
+// get reads a key; nil, nil when it is absent.
+func (c *chunkStore) get(key []byte) ([]byte, error) {
+	v, err := c.ns.Get(key)
+	if errors.Is(err, stabilizer.ErrNotFound) {
+		return nil, nil
+	}
+	return v, err
+}
+
+// put stores a chunk uploaded by a client: checked against its hash, then
+// appended to the site's files stream, unless the site holds it already.
+func (c *chunkStore) put(ctx context.Context, h [32]byte, data []byte) (Ref, bool, error) {
+	if len(data) == 0 || len(data) > MaxChunkBytes {
+		return Ref{}, false, fmt.Errorf("%w %x: %d bytes, want 1 to %d", ErrBadChunk, h[:8], len(data), MaxChunkBytes)
+	}
+	if sha256.Sum256(data) != h {
+		return Ref{}, false, fmt.Errorf("%w %x: the data's SHA-256 is %x", ErrBadChunk, h[:8], sha256.Sum256(data))
+	}
+	if r, ok, err := c.lookup(h); err != nil || ok {
+		return r, ok, err
+	}
+	frame := make([]byte, 0, 1+32+len(data))
+	frame = append(append(append(frame, frameVersion), h[:]...), data...)
+	a, err := c.node.Append(ctx, Stream, frame)
+	if err != nil {
+		return Ref{}, false, fmt.Errorf("fileshare: store chunk %x: %w", h[:8], err)
+	}
+	r := Ref{Origin: a.Stream.Origin, Seq: a.Seq, Size: uint32(len(data))}
+	c.mu.Lock()
+	c.mu.pending[h] = r
+	c.mu.Unlock()
+	return r, false, nil
+}
+
+// Apply stores a run of one files stream's chunks with the stream's
+// position, in one batch. A chunk the site holds already (another site
+// sent the same bytes) is not stored twice; a frame that does not check
+// out against its hash is skipped and counted, never stored.
+func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) error {
+	id := entries[0].Stream
+	batch := c.ns.NewBatch()
+	seen := map[[32]byte]bool{}
+	var stored, dup, bad int
+	var bytes int64
+	for _, e := range entries {
+		p := e.Payload
+		if len(p) < 33 || p[0] != frameVersion {
+			bad++
+			continue
+		}
+		var h [32]byte
+		copy(h[:], p[1:33])
+		data := p[33:]
+		if sha256.Sum256(data) != h {
+			bad++
+			continue
+		}
+		if seen[h] {
+			dup++
+			continue
+		}
+		seen[h] = true
+		if v, err := c.get(locKey(h)); err != nil {
+			return err
+		} else if v != nil {
+			dup++
+			continue
+		}
+		batch.Set(locKey(h), encodeRef(Ref{Origin: id.Origin, Seq: e.Seq, Size: uint32(len(data))}))
+		batch.Set(dataKey(h), data)
+		stored++
+		bytes += int64(len(data))
+	}
+	batch.SetApplied(id, entries[len(entries)-1].Seq)
+	if err := batch.CommitNoSync(); err != nil {
+		return err
+	}
+	if id.Origin == c.node.Site() {
+		c.mu.Lock()
+		for h := range seen {
+			delete(c.mu.pending, h)
+		}
+		c.mu.Unlock()
+	}
+	c.metrics.applied(id.Origin, stored, dup, bytes)
+	if bad > 0 {
+		c.log.Warn("files stream entries that are no valid chunk were skipped", "stream", id, "count", bad)
+	}
+	return nil
+}

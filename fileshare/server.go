@@ -1,0 +1,217 @@
+package fileshare
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/frontier"
+	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/stabilizer"
+)
+
+// MaxMessageBytes is the largest gRPC message of the API (a chunk and its
+// framing); servers and clients must accept it.
+const MaxMessageBytes = MaxChunkBytes + 64<<10
+
+// Server serves the FileShare API of package filesharepb.
+type Server struct {
+	filesharepb.UnimplementedFileShareServer
+	s *Service
+}
+
+// NewServer returns the gRPC service of s.
+func NewServer(s *Service) *Server { return &Server{s: s} }
+
+func (g *Server) CreateShare(ctx context.Context, r *filesharepb.CreateShareRequest) (*filesharepb.Share, error) {
+	if r.Share == nil {
+		return nil, status.Error(codes.InvalidArgument, "fileshare: create share: no share given")
+	}
+	sh, err := g.s.CreateShare(ctx, r.Share)
+	return sh, toStatus(err)
+}
+
+func (g *Server) GetShare(ctx context.Context, r *filesharepb.GetShareRequest) (*filesharepb.Share, error) {
+	sh, err := g.s.Share(ctx, r.Name)
+	return sh, toStatus(err)
+}
+
+func (g *Server) ListShares(ctx context.Context, _ *filesharepb.ListSharesRequest) (*filesharepb.ListSharesResponse, error) {
+	shs, err := g.s.Shares(ctx)
+	return &filesharepb.ListSharesResponse{Shares: shs}, toStatus(err)
+}
+
+func (g *Server) Missing(ctx context.Context, r *filesharepb.MissingRequest) (*filesharepb.MissingResponse, error) {
+	out := &filesharepb.MissingResponse{}
+	for _, h := range r.Hashes {
+		if len(h) != 32 {
+			return nil, status.Errorf(codes.InvalidArgument, "fileshare: missing: hash %x is %d bytes, want 32", h, len(h))
+		}
+		_, ok, err := g.s.chunks.lookup([32]byte(h))
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if !ok {
+			out.Missing = append(out.Missing, h)
+		}
+	}
+	return out, nil
+}
+
+// PutChunks stores each chunk as it arrives and answers it in order.
+func (g *Server) PutChunks(st filesharepb.FileShare_PutChunksServer) error {
+	for {
+		r, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(r.Hash) != 32 {
+			return status.Errorf(codes.InvalidArgument, "fileshare: put chunk: hash %x is %d bytes, want 32", r.Hash, len(r.Hash))
+		}
+		ref, dup, err := g.s.chunks.put(st.Context(), [32]byte(r.Hash), r.Data)
+		if err != nil {
+			return toStatus(err)
+		}
+		g.s.metrics.uploaded(r.Share, len(r.Data), dup)
+		err = st.Send(&filesharepb.PutChunkResponse{Hash: r.Hash, Duplicate: dup,
+			Ref: &filesharepb.ChunkRef{Hash: r.Hash, Size: ref.Size, Origin: ref.Origin, Seq: ref.Seq}})
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (g *Server) Commit(ctx context.Context, r *filesharepb.CommitRequest) (*filesharepb.CommitResponse, error) {
+	vs, err := g.s.Commit(ctx, r.Share, r.Files, CommitOptions{Commit: r.Commit, NoWait: r.NoWait,
+		Timeout: time.Duration(r.TimeoutMs) * time.Millisecond})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &filesharepb.CommitResponse{Versions: vs}, nil
+}
+
+func (g *Server) List(ctx context.Context, r *filesharepb.ListRequest) (*filesharepb.ListResponse, error) {
+	vs, err := g.s.List(ctx, r.Share, r.Path)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &filesharepb.ListResponse{Versions: vs, Site: g.s.node.Site()}, nil
+}
+
+// Watch sends an event after every change of the share's versions applied
+// here and every frontier advance of the kv and files streams (a version
+// may have become stable), at most one per 5 ms.
+func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_WatchServer) error {
+	ctx := st.Context()
+	if _, err := g.s.Share(ctx, r.Share); err != nil {
+		return toStatus(err)
+	}
+	changed := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- g.s.kv.Watch(ctx, pathPrefix(r.Share, ""), "", func(kv.Version) error { poke(); return nil })
+	}()
+	w := g.s.node.WatchFrontiers(256, func(a stabilizer.FrontierAdvance) bool {
+		return a.Stream.Name == Stream || a.Stream.Name == kv.Stream
+	})
+	defer w.Stop()
+	if err := st.Send(&filesharepb.WatchEvent{Share: r.Share}); err != nil {
+		return err
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	dirty := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-g.s.ctx.Done():
+			return status.Error(codes.Unavailable, "fileshare: site shutting down")
+		case err := <-done:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return toStatus(err)
+		case <-changed:
+			dirty = true
+		case <-w.C:
+			dirty = true
+		case <-tick.C:
+			if !dirty {
+				continue
+			}
+			dirty = false
+			if err := st.Send(&filesharepb.WatchEvent{Share: r.Share}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// GetChunks streams the chunks asked for, in order.
+func (g *Server) GetChunks(r *filesharepb.GetChunksRequest, st filesharepb.FileShare_GetChunksServer) error {
+	for _, h := range r.Hashes {
+		if len(h) != 32 {
+			return status.Errorf(codes.InvalidArgument, "fileshare: get chunks: hash %x is %d bytes, want 32", h, len(h))
+		}
+		data, err := g.s.chunks.data([32]byte(h))
+		if err != nil {
+			return toStatus(err)
+		}
+		if data != nil {
+			g.s.metrics.downloaded(r.Share, len(data))
+		}
+		if err := st.Send(&filesharepb.ChunkData{Hash: h, Data: data, Held: data != nil}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok && !strings.HasPrefix(err.Error(), "fileshare:") &&
+		!strings.HasPrefix(err.Error(), "stabilizer:") && !strings.HasPrefix(err.Error(), "kv:") {
+		return err
+	}
+	code := codes.Internal
+	var we *stabilizer.WaitError
+	var fe *frontier.Error
+	switch {
+	case errors.As(err, &we), errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, ErrUnknownShare):
+		code = codes.NotFound
+	case errors.Is(err, ErrShareExists):
+		code = codes.AlreadyExists
+	case errors.Is(err, ErrMissingChunk):
+		code = codes.FailedPrecondition
+	case errors.Is(err, ErrBadShare), errors.Is(err, ErrBadChunk), errors.Is(err, ErrBadVersion),
+		errors.Is(err, stabilizer.ErrUnknownPredicate), errors.As(err, &fe), errors.Is(err, kv.ErrValueTooLarge):
+		code = codes.InvalidArgument
+	case errors.Is(err, ErrClosed), errors.Is(err, stabilizer.ErrStopped):
+		code = codes.Unavailable
+	}
+	return status.Error(code, err.Error())
+}

@@ -1,0 +1,193 @@
+package fileshare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stabilizer/stabilizer/fileshare/plan"
+	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/stabilizer"
+)
+
+// Stream is the name of every site's files stream, which carries chunks.
+const Stream = "files"
+
+// MaxChunkBytes is the largest chunk a site accepts.
+const MaxChunkBytes = 8 << 20
+
+// Defaults for zero Config fields.
+const (
+	DefaultTimeout        = time.Minute
+	DefaultDefinitionWait = "majority"
+	DefaultVisibility     = "majority"
+	DefaultKeepVersions   = 10
+	DefaultKeepAge        = 30 * 24 * time.Hour
+)
+
+// Sentinel errors; returned errors wrap them and name the operand.
+var (
+	ErrUnknownShare = errors.New("fileshare: unknown share")
+	ErrShareExists  = errors.New("fileshare: share exists with another definition")
+	ErrBadShare     = errors.New("fileshare: bad share")
+	ErrBadChunk     = errors.New("fileshare: bad chunk")
+	ErrMissingChunk = errors.New("fileshare: chunk not held")
+	ErrBadVersion   = errors.New("fileshare: bad version")
+	ErrClosed       = errors.New("fileshare: service closed")
+)
+
+// Config configures a Service.
+type Config struct {
+	// Node is the site; New registers the files stream's applier, so call
+	// New before Node.Start and Start after it. Required.
+	Node *stabilizer.Node
+	// KV holds share definitions and file versions. Required.
+	KV *kv.Store
+	// DefinitionWait is what creating a share waits for. Default "majority".
+	DefinitionWait string
+	// DefaultTimeout bounds a commit's wait for stability when the request
+	// sets none. Default 1m: a checkpoint's chunks may still be crossing
+	// an ocean.
+	DefaultTimeout time.Duration
+	// Logger; default none.
+	Logger hclog.Logger
+	// Registerer for metrics; default none.
+	Registerer prometheus.Registerer
+	// Now is the clock of version ids; default time.Now.
+	Now func() time.Time
+}
+
+// Validate reports every bad field.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Node == nil {
+		errs = append(errs, errors.New("fileshare: config: Node: missing"))
+	}
+	if c.KV == nil {
+		errs = append(errs, errors.New("fileshare: config: KV: missing"))
+	}
+	if c.DefaultTimeout < 0 {
+		errs = append(errs, fmt.Errorf("fileshare: config: DefaultTimeout: %v is negative", c.DefaultTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) setDefaults() {
+	if c.DefinitionWait == "" {
+		c.DefinitionWait = DefaultDefinitionWait
+	}
+	if c.DefaultTimeout == 0 {
+		c.DefaultTimeout = DefaultTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Service is the file-sharing application of one site.
+type Service struct {
+	cfg     Config
+	node    *stabilizer.Node
+	kv      *kv.Store
+	log     hclog.Logger
+	chunks  *chunkStore
+	metrics *metrics
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		last   plan.HLC // of the last version id made here
+	}
+}
+
+// New creates the service of a site and registers its applier with the
+// node: call it before Node.Start.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	ns, err := cfg.Node.Namespace("fileshare")
+	if err != nil {
+		return nil, fmt.Errorf("fileshare: %w", err)
+	}
+	s := &Service{cfg: cfg, node: cfg.Node, kv: cfg.KV, log: cfg.Logger}
+	s.metrics = newMetrics(cfg.Registerer)
+	s.chunks = newChunkStore(ns, cfg.Node, s.metrics, s.log)
+	if err := cfg.Node.HandleBulk(Stream, s.chunks); err != nil {
+		return nil, err
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Start begins the service's background work; the node must be running.
+func (s *Service) Start() error {
+	return s.goBackground(s.gaugeLoop)
+}
+
+// Close stops the service's goroutines. Call it before closing the node.
+// It is idempotent.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	s.mu.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Service) goBackground(fn func()) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrClosed
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+	return nil
+}
+
+// nextHLC stamps a version id: the wall clock, made strictly increasing at
+// this site, so that ids made here never repeat.
+func (s *Service) nextHLC() plan.HLC {
+	now := s.cfg.Now().UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := plan.HLC{Wall: now}
+	if !s.mu.last.Less(h) {
+		h = plan.HLC{Wall: s.mu.last.Wall, Logical: s.mu.last.Logical + 1}
+	}
+	s.mu.last = h
+	return h
+}
+
+// gaugeLoop refreshes the per-share gauges (versions pending stability,
+// conflicts) every few seconds.
+func (s *Service) gaugeLoop() {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.refreshGauges(s.ctx)
+	}
+}

@@ -1,0 +1,299 @@
+package fileshare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/manifest"
+	"github.com/stabilizer/stabilizer/fileshare/plan"
+	"github.com/stabilizer/stabilizer/fileshare/safepath"
+	"github.com/stabilizer/stabilizer/frontier"
+	"github.com/stabilizer/stabilizer/kv"
+	"github.com/stabilizer/stabilizer/stabilizer"
+)
+
+// versionKey is the KV key of one version: every version its own key, so
+// that concurrent versions of a path are all kept.
+func versionKey(share, p, id string) string {
+	return versionsPrefix + share + "/" + p + "\x00" + id
+}
+
+func pathPrefix(share, p string) string {
+	if p == "" {
+		return versionsPrefix + share + "/"
+	}
+	return versionsPrefix + share + "/" + p + "\x00"
+}
+
+// CommitOptions says how a commit waits.
+type CommitOptions struct {
+	Commit  bool          // the files form one commit (visible together)
+	Timeout time.Duration // 0: Config.DefaultTimeout
+	NoWait  bool          // return once recorded, stable or not
+}
+
+// Commit records file versions once every chunk they name is held here,
+// then waits until they are stable under the share's visibility predicate:
+// first the chunks, then the manifests, written through the KV with that
+// predicate as their wait. On a timeout it returns the library's WaitError
+// (how far the acks got); the versions stay recorded and become stable
+// later.
+func (s *Service) Commit(ctx context.Context, share string, files []*filesharepb.FileVersion, o CommitOptions) ([]*filesharepb.Version, error) {
+	sh, err := s.Share(ctx, share)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: commit to %q names no file", ErrBadVersion, share)
+	}
+	vs, err := s.buildVersions(sh, files, o.Commit)
+	if err != nil {
+		return nil, err
+	}
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = s.cfg.DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	wait := sh.Visibility
+	if o.NoWait {
+		wait = "none"
+	} else if err := s.waitChunks(ctx, sh.Visibility, vs); err != nil {
+		return nil, err
+	}
+	ops := make([]kv.Op, len(vs))
+	for i, v := range vs {
+		b, err := manifest.Encode(v)
+		if err != nil {
+			return nil, err
+		}
+		ops[i] = kv.Op{Key: versionKey(share, v.Path, v.Id), Value: b}
+	}
+	res, err := s.kv.WriteBatch(ctx, ops, kv.WriteOptions{Wait: wait})
+	if err != nil {
+		return nil, fmt.Errorf("fileshare: commit to %q: %w", share, err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			return nil, fmt.Errorf("fileshare: commit %q to %q: %w", vs[i].Path, share, r.Err)
+		}
+	}
+	for _, v := range vs {
+		v.Stable = !o.NoWait
+		s.metrics.committed(share, v)
+	}
+	return vs, nil
+}
+
+// buildVersions checks what a client sent and completes it into versions:
+// id, HLC and origin from this site, chunk locations from what it holds.
+func (s *Service) buildVersions(sh *filesharepb.Share, files []*filesharepb.FileVersion, commit bool) ([]*filesharepb.Version, error) {
+	var errs []error
+	vs := make([]*filesharepb.Version, 0, len(files))
+	seen := map[string]bool{}
+	for _, f := range files {
+		if err := safepath.Check(f.Path); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrBadVersion, err))
+			continue
+		}
+		if seen[f.Path] {
+			errs = append(errs, fmt.Errorf("%w: %q named twice in one commit", ErrBadVersion, f.Path))
+			continue
+		}
+		seen[f.Path] = true
+		h := s.nextHLC()
+		v := &filesharepb.Version{
+			Id: string(plan.NewVersionID(s.node.Site(), h)), Share: sh.Name, Path: f.Path,
+			Parents: f.Parents, Kept: f.Kept, Deleted: f.Deleted, Mode: f.Mode & 0o777, Mtime: f.Mtime,
+			HlcWall: h.Wall, HlcLogical: h.Logical, Origin: s.node.Site(),
+		}
+		if !f.Deleted {
+			if err := s.resolveChunks(v, f); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		vs = append(vs, v)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if commit {
+		for _, v := range vs {
+			v.Commit, v.CommitFiles = vs[0].Id, uint32(len(vs))
+		}
+	}
+	for _, v := range vs {
+		if err := manifest.Validate(v); err != nil {
+			return nil, err
+		}
+	}
+	return vs, nil
+}
+
+// resolveChunks fills v's chunk list, size and content from what this site
+// holds of the chunks f names.
+func (s *Service) resolveChunks(v *filesharepb.Version, f *filesharepb.FileVersion) error {
+	chunks := make([]plan.Chunk, 0, len(f.Chunks))
+	for i, c := range f.Chunks {
+		if len(c.Hash) != 32 {
+			return fmt.Errorf("%w: %q chunk %d: hash of %d bytes, want 32", ErrBadVersion, f.Path, i, len(c.Hash))
+		}
+		h := [32]byte(c.Hash)
+		r, ok, err := s.chunks.lookup(h)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: %q chunk %d (%x): upload it first", ErrMissingChunk, f.Path, i, h[:8])
+		}
+		v.Chunks = append(v.Chunks, &filesharepb.ChunkRef{Hash: c.Hash, Size: r.Size, Origin: r.Origin, Seq: r.Seq})
+		v.Size += int64(r.Size)
+		chunks = append(chunks, plan.Chunk{Hash: h, Size: r.Size})
+	}
+	if f.Size != 0 && f.Size != v.Size {
+		return fmt.Errorf("%w: %q is %d bytes, its chunks hold %d", ErrBadVersion, f.Path, f.Size, v.Size)
+	}
+	content := plan.ContentOf(chunks)
+	v.Content = content[:]
+	return nil
+}
+
+// waitChunks waits until the chunks of vs are stable under pred: per files
+// stream, its highest seq they name.
+func (s *Service) waitChunks(ctx context.Context, pred string, vs []*filesharepb.Version) error {
+	for origin, seq := range highestChunks(vs) {
+		if err := s.node.WaitFor(ctx, stabilizer.StreamID{Origin: origin, Name: Stream}, pred, seq); err != nil {
+			return fmt.Errorf("fileshare: chunks from %s up to seq %d: %w", origin, seq, err)
+		}
+	}
+	return nil
+}
+
+func highestChunks(vs []*filesharepb.Version) map[string]uint64 {
+	need := map[string]uint64{}
+	for _, v := range vs {
+		for _, c := range v.Chunks {
+			need[c.Origin] = max(need[c.Origin], c.Seq)
+		}
+	}
+	return need
+}
+
+// List returns every version of a share (or of one path) this site knows,
+// each marked stable or not under the share's visibility predicate, with
+// the sites where it and its chunks are persisted.
+func (s *Service) List(ctx context.Context, share, p string) ([]*filesharepb.Version, error) {
+	sh, err := s.Share(ctx, share)
+	if err != nil {
+		return nil, err
+	}
+	if p != "" {
+		if err := safepath.Check(p); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadVersion, err)
+		}
+	}
+	kvs, err := s.kv.Scan(ctx, pathPrefix(share, p), 0, kv.ReadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*filesharepb.Version, 0, len(kvs))
+	seqs := make([]uint64, 0, len(kvs))
+	origins := make([]string, 0, len(kvs))
+	for _, e := range kvs {
+		v, err := manifest.Decode(e.Value)
+		if err != nil || v.Share != share || !strings.HasPrefix(e.Key, pathPrefix(share, v.Path)) {
+			s.log.Warn("skipping a bad version record", "key", e.Key, "error", err)
+			continue
+		}
+		out = append(out, v)
+		seqs = append(seqs, e.Seq)
+		origins = append(origins, e.Origin)
+	}
+	st, err := s.newStability(ctx, sh.Visibility)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range out {
+		st.mark(ctx, v, origins[i], seqs[i])
+	}
+	return out, nil
+}
+
+// stability answers, for one List, where versions are stable: frontiers
+// and ack tables are read once per stream.
+type stability struct {
+	s      *Service
+	pred   string
+	sites  []string
+	front  map[stabilizer.StreamID]uint64
+	tables map[stabilizer.StreamID][]uint64
+}
+
+func (s *Service) newStability(ctx context.Context, pred string) (*stability, error) {
+	return &stability{s: s, pred: pred, sites: s.node.Schema().Sites,
+		front: map[stabilizer.StreamID]uint64{}, tables: map[stabilizer.StreamID][]uint64{}}, nil
+}
+
+func (st *stability) frontier(ctx context.Context, id stabilizer.StreamID) uint64 {
+	f, ok := st.front[id]
+	if !ok {
+		fs, err := st.s.node.Frontier(ctx, id, st.pred)
+		if err == nil {
+			f = fs.Seq
+		}
+		st.front[id] = f
+	}
+	return f
+}
+
+func (st *stability) persistedAt(ctx context.Context, id stabilizer.StreamID, site int) uint64 {
+	t, ok := st.tables[id]
+	if !ok {
+		t, _ = st.s.node.AckTable(ctx, id)
+		st.tables[id] = t
+	}
+	i := frontier.Persisted*len(st.sites) + site
+	if i >= len(t) {
+		return 0
+	}
+	return t[i]
+}
+
+// mark sets v.Stable and v.PersistedAt: the manifest (kv write origin:seq)
+// and each chunk are covered by the frontier, and persisted, per site.
+func (st *stability) mark(ctx context.Context, v *filesharepb.Version, origin string, seq uint64) {
+	need := highestChunks([]*filesharepb.Version{v})
+	need["\x00kv:"+origin] = seq
+	id := func(k string) stabilizer.StreamID {
+		if o, ok := strings.CutPrefix(k, "\x00kv:"); ok {
+			return stabilizer.StreamID{Origin: o, Name: kv.Stream}
+		}
+		return stabilizer.StreamID{Origin: k, Name: Stream}
+	}
+	v.Stable = true
+	for k, q := range need {
+		if st.frontier(ctx, id(k)) < q {
+			v.Stable = false
+		}
+	}
+	v.PersistedAt = v.PersistedAt[:0]
+	for i, site := range st.sites {
+		ok := true
+		for k, q := range need {
+			if st.persistedAt(ctx, id(k), i) < q {
+				ok = false
+			}
+		}
+		if ok {
+			v.PersistedAt = append(v.PersistedAt, site)
+		}
+	}
+	slices.Sort(v.PersistedAt)
+}
