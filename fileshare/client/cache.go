@@ -10,7 +10,7 @@ import (
 	"path"
 
 	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/safepath"
+	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
 // cache is the folder's chunk cache for downloads, under

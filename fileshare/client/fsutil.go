@@ -10,7 +10,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/safepath"
+	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
 // tmpPrefix starts the names of temp files, under the state dir's tmp.

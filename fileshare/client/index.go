@@ -10,7 +10,7 @@ import (
 	"path"
 
 	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/safepath"
+	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
 // index is what a folder remembers between runs, in .stabsync/index.json:

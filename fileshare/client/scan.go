@@ -12,7 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 
 	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/safepath"
+	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
 // IgnoreFile is the name of a folder's ignore file, at its top, in
