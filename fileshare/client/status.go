@@ -94,6 +94,7 @@ func (s *Syncer) finishTransfer(t Transfer, err error) {
 	delete(s.mu.transfers, t.Path)
 	s.mu.Unlock()
 	s.progress.Finished(t, err)
+	s.saveStatus(true)
 }
 
 // statusEvery bounds how often transfers rewrite the status file.

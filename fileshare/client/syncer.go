@@ -455,7 +455,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 		s.execute(ctx, dec.Actions, rule, &res)
 		if ctx.Err() == nil {
 			s.prefetch(ctx, versions, view)
-			if res.Waiting == 0 && len(view.Pending) == 0 {
+			if res.Waiting == 0 && res.Failed == 0 && len(view.Pending) == 0 {
 				s.gcCache()
 			}
 		}
