@@ -347,4 +347,3 @@ type conflictJSON struct {
 	Winner string `json:"winner"`
 	Loser  string `json:"loser"`
 }
-

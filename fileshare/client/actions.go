@@ -14,8 +14,8 @@ import (
 
 	"github.com/stabilizer/stabilizer/fileshare/client/shim/chunks"
 	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
-	"github.com/stabilizer/stabilizer/fileshare/safepath"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
 // Batches of requests to the site.

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stabilizer/stabilizer/fileshare/safepath"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
 // Files under the state dir (safepath.StateDir) of a folder.

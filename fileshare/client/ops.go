@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
-	"github.com/stabilizer/stabilizer/fileshare/safepath"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
 // VersionInfo is one version of a path's history.

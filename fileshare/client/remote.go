@@ -70,12 +70,6 @@ func (r *remote) api() (filesharepb.FileShareClient, int, string) {
 	return filesharepb.NewFileShareClient(r.mu.conns[r.mu.cur]), r.mu.cur, r.addrs[r.mu.cur]
 }
 
-// addr is the address of the site in use.
-func (r *remote) addr() string {
-	_, _, a := r.api()
-	return a
-}
-
 // failed moves to the next address if i is still the one in use.
 func (r *remote) failed(i int) {
 	r.mu.Lock()

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
-	"github.com/stabilizer/stabilizer/fileshare/safepath"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
 // States of a file in a Status.

@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
-	"github.com/stabilizer/stabilizer/fileshare/safepath"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
 // Options are what a program gives a Syncer beside the folder's Config.

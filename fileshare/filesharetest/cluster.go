@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
-	"github.com/stabilizer/stabilizer/fileshare/safepath"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
 // MaxChunk is the largest chunk PutChunks takes, as at a real site.
