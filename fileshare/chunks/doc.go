@@ -1,0 +1,68 @@
+// Package chunks splits files into content-defined chunks and names each by
+// the SHA-256 of its bytes, so that a site stores and sends a chunk once
+// however many files and versions hold it.
+//
+// Cuts depend on the bytes only (a Rabin fingerprint over a 64-byte window,
+// github.com/restic/chunker with the fixed Polynomial), never on where a
+// read ended, so every client and site cuts the same chunks from the same
+// bytes, and an edit changes only the chunks it touches and about one on
+// each side. Chunks are MinSize to MaxSize (8 MiB, what a PutChunkRequest
+// carries) bytes, AvgSize (1 MiB) on average; only a file's last chunk may
+// be shorter. Memory is one MaxSize buffer plus the chunker's 512 KiB read
+// buffer, whatever the file size (a test splits 256 MiB allocating 8 MiB
+// in all).
+//
+// # Usage
+//
+//	err := chunks.Split(f, func(c chunks.Chunk, data []byte) error {
+//		// data is reused after the call: upload or copy it here
+//		return upload(ctx, c.Hash, data)
+//	})
+//
+// # Choice of chunker
+//
+// Measured on 2026-12-02 on this machine (AMD EPYC, family 26 model 2,
+// i.e. Zen 5, 2 vCPU at 2.1 GHz, with SHA-NI, AVX2 and AVX-512; other jobs
+// were running, so three runs are given as a range), one core
+// (GOMAXPROCS=1), 256 MiB of random bytes from memory, min 512 KiB, average
+// about 1 MiB, max 8 MiB, in a throwaway module:
+//
+//	                                     chunk MB/s  chunk+SHA-256 MB/s  mean chunk
+//	restic/chunker v0.4.0 (bits 19)      652–719     353–453             1012 KiB
+//	jotfs/fastcdc-go v0.2.0              1074–1311   682–800             1214 KiB
+//	PlakarKorp/go-cdc-chunkers v1.1.0    1071–1313   480–784             1225 KiB
+//	  (fastcdc-v1.0.0)
+//	crypto/sha256 alone (SHA-NI)         1412–1581
+//
+// (github.com/tigerwill90/fastcdc is not served by the module proxy.)
+// BenchmarkSplit, chunking and hashing as Split does, gives 350–480 MB/s
+// here. Dedup after edits, 64 MiB of random bytes, mean of 32 seeds, as
+// the fraction of the edited file's bytes in chunks the original lacks:
+//
+//	                       10% overwritten in 4 MiB runs   1 KiB inserted
+//	restic/chunker         0.141                           0.019
+//	jotfs/fastcdc-go       0.181                           0.019
+//	go-cdc-chunkers        0.204                           0.020
+//
+// The ideal for the first is about 0.10 plus one chunk per edited run
+// (two runs of 1 MiB chunks in 64 MiB: about 0.13).
+//
+// restic's chunker it is. FastCDC is about twice as fast at cutting, but
+// CPU is not what a checkpoint sync runs short of: 350 MB/s of one core
+// chunks and hashes a 10 GB shard in 30 s, faster than the WAN takes it.
+// WAN bytes are what it runs short of, and the Rabin chunker sends the
+// fewest after an edit (0.141 against 0.181 and 0.204: FastCDC's
+// normalized chunking, which makes cut eligibility depend on the distance
+// from the chunk start, resynchronizes later after a change). It is also
+// the well-kept one: the chunker of restic's repositories for years, with
+// cuts unchanged across releases, no dependencies, and a Next that fills a
+// buffer the caller owns; go-cdc-chunkers brings blake3 and cpuid into the
+// build and registers its algorithms from init, and fastcdc-go is a small
+// single-author module. restic's default average (2^20 past MinSize, 1.5
+// MiB mean) is lowered to 2^19 (1 MiB mean), which is also faster (545 MB/s
+// at 2^20), since the chunker skips the first MinSize bytes of each chunk.
+//
+// Polynomial, MinSize, MaxSize and the average are part of the format; a
+// golden test pins the cuts of one input so that a change to any of them,
+// or to the library, is noticed.
+package chunks
