@@ -217,7 +217,7 @@ func (s *Syncer) pushFile(ctx context.Context, a plan.Action) (fileInfo, error) 
 		var resp *filesharepb.MissingResponse
 		err := s.r.call(ctx, func(ctx context.Context, api filesharepb.FileShareClient) error {
 			var err error
-			resp, err = api.Missing(ctx, &filesharepb.MissingRequest{Hashes: batch})
+			resp, err = api.Missing(ctx, &filesharepb.MissingRequest{Hashes: batch, Share: s.cfg.Share})
 			return err
 		})
 		if err != nil {
@@ -304,7 +304,7 @@ func (s *Syncer) putChunks(ctx context.Context, p string, info fileInfo, lack ma
 			sendErr = fmt.Errorf("client: upload %s: %w", p, ErrChanged)
 			break
 		}
-		if err := stream.Send(&filesharepb.PutChunkRequest{Hash: append([]byte(nil), c.Hash[:]...), Data: buf}); err != nil {
+		if err := stream.Send(&filesharepb.PutChunkRequest{Hash: append([]byte(nil), c.Hash[:]...), Data: buf, Share: s.cfg.Share}); err != nil {
 			break // the receiver sees why
 		}
 		sent++
@@ -494,7 +494,7 @@ func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Ha
 		batch := need[:n]
 		need = need[n:]
 		api, i, _ := s.r.api()
-		stream, err := api.GetChunks(ctx, &filesharepb.GetChunksRequest{Hashes: batch})
+		stream, err := api.GetChunks(ctx, &filesharepb.GetChunksRequest{Hashes: batch, Share: s.cfg.Share})
 		if err != nil {
 			s.r.failed(i)
 			return s.r.explain("get chunks of "+t.Path, err)
