@@ -38,18 +38,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		return v
 	}
 	return &metrics{
-		upBytes:      c("uploaded_bytes_total", "Chunk bytes clients uploaded to this site that it did not hold.", "share"),
-		upChunks:     c("uploaded_chunks_total", "Chunks clients uploaded to this site that it did not hold.", "share"),
-		dedupBytes:   c("deduplicated_bytes_total", "Chunk bytes clients offered that this site held already (not stored or sent again).", "share"),
-		dedupN:       c("deduplicated_chunks_total", "Chunks clients offered that this site held already.", "share"),
-		downBytes:    c("downloaded_bytes_total", "Chunk bytes clients fetched from this site.", "share"),
-		downChunks:   c("downloaded_chunks_total", "Chunks clients fetched from this site.", "share"),
-		commits:      c("versions_committed_total", "File versions recorded at this site.", "share"),
-		pending:      g("versions_pending_stability", "Versions this site knows that are not yet stable under the share's visibility predicate."),
-		conflicts:    g("conflicts", "Conflict copies the share shows (concurrent edits kept side by side) plus deletes that lost to an edit."),
-		chunksIn:     c("chunks_applied_total", "Chunks of the origin's files stream stored at this site.", "origin"),
-		chunkBytes:   c("chunk_bytes_applied_total", "Chunk bytes of the origin's files stream stored at this site.", "origin"),
-		appliedDup:   c("chunks_applied_duplicate_total", "Chunks of the origin's files stream this site held already.", "origin"),
+		upBytes:    c("uploaded_bytes_total", "Chunk bytes clients uploaded to this site that it did not hold.", "share"),
+		upChunks:   c("uploaded_chunks_total", "Chunks clients uploaded to this site that it did not hold.", "share"),
+		dedupBytes: c("deduplicated_bytes_total", "Chunk bytes clients offered that this site held already (not stored or sent again).", "share"),
+		dedupN:     c("deduplicated_chunks_total", "Chunks clients offered that this site held already.", "share"),
+		downBytes:  c("downloaded_bytes_total", "Chunk bytes clients fetched from this site.", "share"),
+		downChunks: c("downloaded_chunks_total", "Chunks clients fetched from this site.", "share"),
+		commits:    c("versions_committed_total", "File versions recorded at this site.", "share"),
+		pending:    g("versions_pending_stability", "Versions this site knows that are not yet stable under the share's visibility predicate."),
+		conflicts:  g("conflicts", "Conflict copies the share shows (concurrent edits kept side by side) plus deletes that lost to an edit."),
+		chunksIn:   c("chunks_applied_total", "Chunks of the origin's files stream stored at this site.", "origin"),
+		chunkBytes: c("chunk_bytes_applied_total", "Chunk bytes of the origin's files stream stored at this site.", "origin"),
+		appliedDup: c("chunks_applied_duplicate_total", "Chunks of the origin's files stream this site held already.", "origin"),
 	}
 }
 
