@@ -560,7 +560,11 @@ func (m *model) execute(c *mclient, a plan.Action) {
 		delete(c.base, a.Path)
 		m.logf("%s remove %s", c.name, a.Path)
 	case plan.ActAdopt:
-		l := c.decidedOn.Local[a.Path]
+		if a.Expect == nil || *a.Expect != c.decidedOn.Local[a.Path] {
+			m.fail("%s: adopt %s with Expect %+v, local was %+v", c.name, a.Path, a.Expect, c.decidedOn.Local[a.Path])
+			return
+		}
+		l := *a.Expect
 		f, ok := c.folder[a.Path]
 		if !ok || !sameStat(f, &l) {
 			m.count("expect.skip")
