@@ -29,9 +29,11 @@
 //
 //   - Only stable versions are shown: showing one earlier could make a
 //     file visible whose bytes a site failure would take back.
-//   - A stable version whose parents are not all known is pending ("waiting
-//     for parent"): a site may apply a child's record before its parent's,
-//     and without the parent it cannot tell what the child supersedes.
+//   - A stable version with an ancestor not known (a parent, or a parent's
+//     parent) is pending ("waiting for parent"): a site may apply a child's
+//     record before its parent's, and without the whole line it cannot
+//     tell what the child supersedes (older versions would look concurrent
+//     and become spurious conflict copies).
 //   - Versions with one Commit are shown together once all CommitFiles of
 //     them are known and stable (and none waits for a parent); until then
 //     the stable ones are pending ("incomplete commit"). A checkpoint is

@@ -84,6 +84,9 @@ func TestResolve(t *testing.T) {
 	ce1 := ver("a", 10, copyA, "copy-1", ea)                 // two edits of the copy
 	ce2 := ver("b", 11, copyA, "copy-2", ea)                 //
 	orphan := ver("b", 3, "f.txt", "orphan", ver("x", 2, "f.txt", "never seen"))
+	orphanParent := ver("b", 3, "f.txt", "p", v2)           // v2 not given below
+	orphanParent2 := unstable(orphanParent)                 // known, not stable
+	orphanChild := ver("b", 4, "f.txt", "c", orphanParent2) // stable, its parent known
 	mid := unstable(ver("a", 2, "f.txt", "mid", v1))
 	top := ver("a", 3, "f.txt", "top", mid)
 	ck1, ck2 := ver("a", 2, "ck/x", "x"), ver("a", 3, "ck/DONE", "m")
@@ -186,6 +189,13 @@ func TestResolve(t *testing.T) {
 			files:   map[string]plan.VersionID{"f.txt": v1.ID},
 			heads:   map[string]plan.Heads{"f.txt": {Parents: ids(v1)}},
 			pending: []plan.Pending{{ID: orphan.ID, Path: "f.txt", Reason: plan.ReasonParent}},
+		},
+		{
+			name:    "a parent's parent unknown: pending too (else the grandparent's siblings look concurrent)",
+			in:      []plan.Version{v1, orphanChild, orphanParent2},
+			files:   map[string]plan.VersionID{"f.txt": v1.ID},
+			heads:   map[string]plan.Heads{"f.txt": {Parents: ids(v1)}},
+			pending: []plan.Pending{{ID: orphanChild.ID, Path: "f.txt", Reason: plan.ReasonParent}},
 		},
 		{
 			name:  "unstable: not shown",
