@@ -97,7 +97,8 @@ type Action struct {
 	Commit string
 	// Expect (Download/Remove): the local file the decision was made on,
 	// nil if absent; the executor re-checks it right before the rename and
-	// skips on mismatch.
+	// skips on mismatch. Adopt: the local file found equal to Version; the
+	// executor records Base with its stat, and skips if the file changed.
 	Expect *Local
 }
 
@@ -271,7 +272,7 @@ func (d *decider) path(p string, inCommit bool) (a *Action, blocked bool) {
 			return hash(l)
 		}
 		if l.Content == r.Content {
-			return &Action{Kind: ActAdopt, Path: p, Version: r}, false
+			return &Action{Kind: ActAdopt, Path: p, Version: r, Expect: &l}, false
 		}
 		return upload(p, l, inCommit, nil, nil) // concurrent with r: a conflict
 	}
@@ -290,14 +291,14 @@ func (d *decider) path(p string, inCommit bool) (a *Action, blocked bool) {
 		return d.remove(p, &l), false
 	case !changed && !statSame && hasR && r.ID == b.Version:
 		// Touched, same bytes: record the new stat so it is not hashed again.
-		return &Action{Kind: ActAdopt, Path: p, Version: r}, false
+		return &Action{Kind: ActAdopt, Path: p, Version: r, Expect: &l}, false
 	case !changed:
 		return nil, false
 	case !remoteChanged:
 		parents, kept := d.onTop(p)
 		return upload(p, l, inCommit, parents, kept)
 	case hasR && r.Content == l.Content:
-		return &Action{Kind: ActAdopt, Path: p, Version: r}, false
+		return &Action{Kind: ActAdopt, Path: p, Version: r, Expect: &l}, false
 	default: // both changed: publish on top of the base, concurrent with r
 		return upload(p, l, inCommit, []VersionID{b.Version}, nil)
 	}

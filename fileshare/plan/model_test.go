@@ -110,6 +110,7 @@ type model struct {
 	clock    int64 // HLC wall and mtimes
 	versions []plan.Version
 	byID     map[plan.VersionID]int
+	ancMemo  map[[2]plan.VersionID]bool
 	stableAt map[plan.VersionID]int
 	arriveAt map[plan.VersionID][]int // per client
 	groups   map[string][]plan.VersionID
@@ -129,6 +130,7 @@ func runModel(t *testing.T, seed uint64, steps int, total map[string]int, logOn 
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		stableAt: map[plan.VersionID]int{},
 		byID:     map[plan.VersionID]int{},
+		ancMemo:  map[[2]plan.VersionID]bool{},
 		arriveAt: map[plan.VersionID][]int{},
 		groups:   map[string][]plan.VersionID{},
 		blobs:    map[plan.Hash]string{},
@@ -400,6 +402,10 @@ func (m *model) checkView(c *mclient, view plan.View) {
 	}
 	for _, cf := range view.Conflicts {
 		m.count("view.conflict." + cf.Kind)
+		// No spurious conflicts: the two really are concurrent.
+		if m.ancestor(cf.Loser, cf.Winner) || m.ancestor(cf.Winner, cf.Loser) {
+			m.fail("%s: conflict at %s between %s and %s, which descend from each other", c.name, cf.Path, cf.Winner, cf.Loser)
+		}
 	}
 	for _, pd := range view.Pending {
 		switch pd.Reason {
@@ -440,9 +446,17 @@ func (m *model) checkDecision(c *mclient, in plan.Input, dec plan.Decision) {
 		}
 	}
 	for d, as := range byCommit {
-		last := as[len(as)-1]
-		if dirOnly := len(in.Local[d+"/"+marker].Path) == 0; !dirOnly && last.Path != d+"/"+marker {
-			m.fail("%s: commit %s does not end with its marker: %v", c.name, d, as)
+		uploads := false
+		for _, a := range as {
+			uploads = uploads || a.Kind == plan.ActUpload
+		}
+		if last := as[len(as)-1]; uploads && (last.Path != d+"/"+marker || last.Kind != plan.ActUpload) {
+			m.fail("%s: commit %s does not end with the upload of its marker: %v", c.name, d, as)
+		}
+	}
+	for _, a := range dec.Actions {
+		if d := commitRule.CommitDir(a.Path); d != "" && a.Commit != d && (a.Kind == plan.ActUpload || a.Kind == plan.ActTombstone) {
+			m.fail("%s: %v %s under commit dir %s outside a commit", c.name, a.Kind, a.Path, d)
 		}
 	}
 	// A commit shown is fetched as a whole: every member shown at its own
@@ -481,6 +495,16 @@ func (m *model) version(id plan.VersionID) plan.Version {
 
 // ancestor reports whether a is an ancestor of b.
 func (m *model) ancestor(a, b plan.VersionID) bool {
+	k := [2]plan.VersionID{a, b}
+	if r, ok := m.ancMemo[k]; ok {
+		return r // versions never change: the answer does not either
+	}
+	r := m.ancestorWalk(a, b)
+	m.ancMemo[k] = r
+	return r
+}
+
+func (m *model) ancestorWalk(a, b plan.VersionID) bool {
 	seen := map[plan.VersionID]bool{}
 	stack := slices.Clone(m.version(b).Parents)
 	for len(stack) > 0 {
@@ -560,7 +584,11 @@ func (m *model) execute(c *mclient, a plan.Action) {
 		delete(c.base, a.Path)
 		m.logf("%s remove %s", c.name, a.Path)
 	case plan.ActAdopt:
-		l := c.decidedOn.Local[a.Path]
+		if a.Expect == nil || *a.Expect != c.decidedOn.Local[a.Path] {
+			m.fail("%s: adopt %s with Expect %+v, local was %+v", c.name, a.Path, a.Expect, c.decidedOn.Local[a.Path])
+			return
+		}
+		l := *a.Expect
 		f, ok := c.folder[a.Path]
 		if !ok || !sameStat(f, &l) {
 			m.count("expect.skip")

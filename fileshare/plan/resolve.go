@@ -84,16 +84,9 @@ func Resolve(versions []Version) View {
 	}
 
 	// Which versions may be shown.
-	waiting := map[VersionID]bool{}
+	waiting := missingAncestors(known)
 	groups := map[string][]*Version{}
-	for id, v := range known {
-		if v.Stable {
-			for _, p := range v.Parents {
-				if known[p] == nil {
-					waiting[id] = true
-				}
-			}
-		}
+	for _, v := range known {
 		if v.Commit != "" {
 			groups[v.Commit] = append(groups[v.Commit], v)
 		}
@@ -198,6 +191,39 @@ func Resolve(versions []Version) View {
 		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Loser, b.Loser))
 	})
 	return view
+}
+
+// missingAncestors is the set of known versions with an ancestor that is
+// not known: a parent, or a parent's parent, not arrived yet. Without it a
+// site cannot tell which older versions such a version supersedes.
+func missingAncestors(known map[VersionID]*Version) map[VersionID]bool {
+	missing := map[VersionID]bool{}
+	children := map[VersionID][]VersionID{}
+	var queue []VersionID
+	for id, v := range known {
+		for _, p := range v.Parents {
+			if known[p] == nil {
+				if !missing[id] {
+					missing[id] = true
+					queue = append(queue, id)
+				}
+			} else {
+				children[p] = append(children[p], id)
+			}
+		}
+	}
+	// Down to every descendant: a fixpoint, whatever the order.
+	for len(queue) > 0 {
+		id := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, c := range children[id] {
+			if !missing[c] {
+				missing[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	return missing
 }
 
 // preferRecord picks between two records with one id (a site that lists a
