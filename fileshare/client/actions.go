@@ -343,7 +343,9 @@ func (s *Syncer) tombstone(ctx context.Context, a plan.Action) error {
 		return s.r.explain("delete "+a.Path, err)
 	}
 	s.log.Info("deleted", "path", a.Path, "version", resp.Versions[0].GetId())
-	delete(s.ix.Base, a.Path)
+	// Remember the delete as synced, so that the path is not fetched back
+	// while the tombstone is not stable yet.
+	s.ix.Base[a.Path] = plan.TombstoneBase(a.Path, plan.VersionID(resp.Versions[0].GetId()))
 	delete(s.ix.Files, a.Path)
 	return s.ix.save(s.root)
 }
@@ -371,6 +373,11 @@ func (s *Syncer) remove(a plan.Action) error {
 
 // adopt records that the local file is the version.
 func (s *Syncer) adopt(a plan.Action) error {
+	// Decide compared the file as it was then: an edit since must be
+	// published, not recorded as already synced.
+	if a.Expect != nil && !s.expectHolds(a.Path, a.Expect) {
+		return fmt.Errorf("client: adopt %s: %w", a.Path, ErrChanged)
+	}
 	l, ok, err := s.statLocal(a.Path)
 	if err != nil {
 		return err
