@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	for _, c := range []string{"stabilizerd", "kvctl"} {
+	for _, c := range []string{"stabilizerd", "kvctl", "stabsync"} {
 		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, c), "../cmd/"+c).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", c, err, out)
