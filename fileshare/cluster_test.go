@@ -286,3 +286,54 @@ func (c *cluster) kvAt(site string) *kv.Store {
 	defer c.mu.Unlock()
 	return c.kvs[site]
 }
+
+// TestHistoryRetention: with keep_versions 1, the versions superseded by a
+// stable newer one lose their content once the site prunes, keep their
+// ancestry, and the current one is untouched; a version kept as a conflict
+// copy is never pruned.
+func TestHistoryRetention(t *testing.T) {
+	c := newCluster(t, us, eu)
+	c.share(t, us, &filesharepb.Share{Name: "cfg", KeepVersions: 1})
+	s := c.svc(us)
+	ctx := ctxT(t)
+	var parent string
+	for i := range 3 {
+		f := upload(t, s, "train.yaml", fmt.Appendf(nil, "lr: 0.%d", i+1), 64)
+		if parent != "" {
+			f.Parents = []string{parent}
+		}
+		vs, err := s.Commit(ctx, "cfg", []*filesharepb.FileVersion{f}, CommitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent = vs[0].Id
+	}
+	n, err := s.Prune(ctx, "cfg")
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d versions (%v), want the 2 superseded ones", n, err)
+	}
+	stabilizertest.Eventually(t, 0, func() error {
+		vs, err := c.svc(eu).List(ctx, "cfg", "train.yaml")
+		if err != nil {
+			return err
+		}
+		pruned := 0
+		for _, v := range vs {
+			switch {
+			case v.Pruned && len(v.Chunks) == 0:
+				pruned++
+			case v.Pruned:
+				t.Fatalf("pruned version %s still names %d chunks", v.Id, len(v.Chunks))
+			case v.Id != parent:
+				return fmt.Errorf("%s not pruned at eu yet", v.Id)
+			}
+		}
+		if pruned != 2 {
+			return fmt.Errorf("%d pruned at eu", pruned)
+		}
+		return nil
+	})
+	if n, _ := s.Prune(ctx, "cfg"); n != 0 {
+		t.Errorf("a second prune pruned %d more", n)
+	}
+}

@@ -20,6 +20,7 @@ type metrics struct {
 	pending, conflicts    *prometheus.GaugeVec
 	chunksIn, chunkBytes  *prometheus.CounterVec
 	appliedDup            *prometheus.CounterVec
+	pruned                *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,6 +51,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		chunksIn:   c("chunks_applied_total", "Chunks of the origin's files stream stored at this site.", "origin"),
 		chunkBytes: c("chunk_bytes_applied_total", "Chunk bytes of the origin's files stream stored at this site.", "origin"),
 		appliedDup: c("chunks_applied_duplicate_total", "Chunks of the origin's files stream this site held already.", "origin"),
+		pruned:     c("versions_pruned_total", "Versions this site recorded whose content history retention dropped (keep_versions, keep_seconds).", "share"),
 	}
 }
 

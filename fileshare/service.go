@@ -58,7 +58,11 @@ type Config struct {
 	Logger hclog.Logger
 	// Registerer for metrics; default none.
 	Registerer prometheus.Registerer
-	// Now is the clock of version ids; default time.Now.
+	// PruneInterval is how often the shares' history retention
+	// (keep_versions, keep_seconds) is applied to the versions this site
+	// recorded. Default 1m.
+	PruneInterval time.Duration
+	// Now is the clock of version ids and of retention; default time.Now.
 	Now func() time.Time
 }
 
@@ -70,6 +74,9 @@ func (c *Config) Validate() error {
 	}
 	if c.KV == nil {
 		errs = append(errs, errors.New("fileshare: config: KV: missing"))
+	}
+	if c.PruneInterval < 0 {
+		errs = append(errs, fmt.Errorf("fileshare: config: PruneInterval: %v is negative", c.PruneInterval))
 	}
 	if c.DefaultTimeout < 0 {
 		errs = append(errs, fmt.Errorf("fileshare: config: DefaultTimeout: %v is negative", c.DefaultTimeout))
@@ -89,6 +96,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.PruneInterval == 0 {
+		c.PruneInterval = DefaultPruneInterval
 	}
 }
 
@@ -135,7 +145,10 @@ func New(cfg Config) (*Service, error) {
 
 // Start begins the service's background work; the node must be running.
 func (s *Service) Start() error {
-	return s.goBackground(s.gaugeLoop)
+	if err := s.goBackground(s.gaugeLoop); err != nil {
+		return err
+	}
+	return s.goBackground(s.pruneLoop)
 }
 
 // Close stops the service's goroutines. Call it before closing the node.

@@ -242,6 +242,9 @@ whether it is the current one.`,
 				if v.Deleted {
 					size = "deleted"
 				}
+				if v.Pruned {
+					size += " (pruned)"
+				}
 				cur := ""
 				if v.Current {
 					cur = "*"

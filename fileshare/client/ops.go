@@ -18,6 +18,7 @@ type VersionInfo struct {
 	Time        time.Time `json:"time"` // the HLC's wall clock
 	Size        int64     `json:"size"`
 	Deleted     bool      `json:"deleted,omitempty"`
+	Pruned      bool      `json:"pruned,omitempty"` // history retention dropped its content
 	Origin      string    `json:"origin"`
 	Stable      bool      `json:"stable"`
 	PersistedAt []string  `json:"persisted_at,omitempty"`
@@ -40,7 +41,7 @@ func (s *Syncer) Versions(ctx context.Context, p string) ([]VersionInfo, error) 
 	cur := view.Files[p]
 	out := make([]VersionInfo, 0, len(pbs))
 	for _, v := range pbs {
-		out = append(out, VersionInfo{ID: v.Id, Path: v.Path, Time: time.Unix(0, v.HlcWall).UTC(), Size: v.Size, Deleted: v.Deleted,
+		out = append(out, VersionInfo{ID: v.Id, Path: v.Path, Time: time.Unix(0, v.HlcWall).UTC(), Size: v.Size, Deleted: v.Deleted, Pruned: v.Pruned,
 			Origin: v.Origin, Stable: v.Stable, PersistedAt: v.PersistedAt, Parents: v.Parents, Current: plan.VersionID(v.Id) == cur.ID})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
@@ -89,6 +90,9 @@ func (s *Syncer) Restore(ctx context.Context, p, id string) (string, error) {
 	}
 	if old.Deleted {
 		return "", fmt.Errorf("client: restore %s: version %s is a delete: nothing to restore", p, id)
+	}
+	if old.Pruned {
+		return "", fmt.Errorf("client: restore %s: version %s was pruned by the share's history retention (keep_versions, keep_seconds): its content is gone", p, id)
 	}
 	view := plan.Resolve(toPlanAll(pbs))
 	h := view.Heads[p]

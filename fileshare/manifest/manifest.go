@@ -197,6 +197,15 @@ func Validate(v *filesharepb.Version) error {
 		if c := v.GetContent(); len(c) != 0 && !equalHash(c, contentOf(nil)) {
 			bad("tombstone with content %x", c)
 		}
+	} else if v.GetPruned() {
+		// History retention dropped the chunk list: the size and the
+		// content stay as they were, for the record.
+		if len(cs) != 0 {
+			bad("pruned version with %d chunks", len(cs))
+		}
+		if len(v.GetContent()) != 32 {
+			bad("content of %d bytes, want 32", len(v.GetContent()))
+		}
 	} else {
 		if len(cs) > MaxChunks {
 			bad("%d chunks, at most %d", len(cs), MaxChunks)
@@ -300,6 +309,7 @@ func ToPlan(v *filesharepb.Version) plan.Version {
 		Commit:      v.GetCommit(),
 		CommitFiles: int(v.GetCommitFiles()),
 		Stable:      v.GetStable(),
+		Pruned:      v.GetPruned(),
 	}
 	copy(p.Content[:], v.GetContent())
 	if cs := v.GetChunks(); len(cs) > 0 {

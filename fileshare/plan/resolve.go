@@ -63,6 +63,9 @@ type Pending struct {
 const (
 	ReasonParent = "waiting for parent"
 	ReasonCommit = "incomplete commit"
+	// ReasonPruned: history retention pruned it where its successor is
+	// known; here the successor has not arrived yet.
+	ReasonPruned = "pruned by history retention"
 )
 
 // maxCopyRounds bounds the rounds Resolve spends placing conflict copies of
@@ -111,6 +114,8 @@ func Resolve(versions []Version) View {
 	for id, v := range known {
 		switch {
 		case !v.Stable:
+		case v.Pruned:
+			view.Pending = append(view.Pending, Pending{ID: id, Path: v.Path, Reason: ReasonPruned})
 		case waiting[id]:
 			view.Pending = append(view.Pending, Pending{ID: id, Path: v.Path, Reason: ReasonParent})
 		case v.Commit != "" && !complete[v.Commit]:

@@ -317,3 +317,23 @@ func TestResolveDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestResolvePruned: a pruned version still carries its descendants'
+// ancestry, and is never shown, even where it looks like a head because
+// its successor has not arrived.
+func TestResolvePruned(t *testing.T) {
+	v1 := ver("us", 1, "a", "one")
+	v2 := ver("us", 2, "a", "two", v1)
+	v1.Pruned = true
+	view := plan.Resolve([]plan.Version{v1, v2})
+	if got := view.Files["a"].ID; got != v2.ID || len(view.Conflicts) != 0 {
+		t.Fatalf("shows %s with conflicts %v, want %s alone", got, view.Conflicts, v2.ID)
+	}
+	view = plan.Resolve([]plan.Version{v1})
+	if _, ok := view.Files["a"]; ok {
+		t.Fatal("a pruned version is shown")
+	}
+	if len(view.Pending) != 1 || view.Pending[0].Reason != plan.ReasonPruned {
+		t.Fatalf("pending %v, want the pruned version", view.Pending)
+	}
+}

@@ -63,4 +63,8 @@ type Version struct {
 	// Stable is set by the site: the version and every chunk it names are
 	// persisted where the share's visibility predicate says.
 	Stable bool
+	// Pruned: history retention dropped the version's chunk list, once a
+	// newer stable version superseded it. It still counts for ancestry,
+	// but is never shown.
+	Pruned bool
 }
