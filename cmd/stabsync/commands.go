@@ -16,10 +16,12 @@ import (
 
 func newInitCmd(g *globals) *cobra.Command {
 	var (
-		cfg    client.Config
-		create bool
-		share  client.Share
-		settle time.Duration
+		cfg          client.Config
+		create       bool
+		share        client.Share
+		settle       time.Duration
+		keepVersions uint
+		keepAge      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "init FOLDER --share NAME --site HOST:PORT",
@@ -30,7 +32,7 @@ HOST:PORT, and writes FOLDER/.stabsync/config.json. The share must exist, unless
 --site may be given several times: the nearest first, the others used when it is lost.`,
 		Example: `  stabsync init ./ckpt --share ckpt --site 10.0.1.5:7003
   stabsync init ./ckpt --share ckpt --site 10.0.1.5:7003 --create --visibility 'majority' \
-      --marker .metadata --commit-dirs 'step-*'`,
+      --marker .metadata --commit-dirs 'step-*' --keep-versions 3 --keep-age 168h`,
 		Args: exactArgs("FOLDER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.checkOutput("text", "json"); err != nil {
@@ -42,9 +44,13 @@ HOST:PORT, and writes FOLDER/.stabsync/config.json. The share must exist, unless
 			if len(cfg.Sites) == 0 {
 				return usageError{fmt.Errorf("init: --site HOST:PORT is required")}
 			}
-			if !create && (share.Visibility != "" || share.CommitMarker != "" || share.CommitDirs != "") {
-				return usageError{fmt.Errorf("init: --visibility, --marker and --commit-dirs define a share: they need --create")}
+			if !create && (share.Visibility != "" || share.CommitMarker != "" || share.CommitDirs != "" || keepVersions != 0 || keepAge != 0) {
+				return usageError{fmt.Errorf("init: --visibility, --marker, --commit-dirs, --keep-versions and --keep-age define a share: they need --create")}
 			}
+			if keepAge < 0 {
+				return usageError{fmt.Errorf("init: --keep-age %v: must not be negative", keepAge)}
+			}
+			share.KeepVersions, share.KeepSeconds = uint32(keepVersions), int64(keepAge.Seconds())
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -75,6 +81,8 @@ HOST:PORT, and writes FOLDER/.stabsync/config.json. The share must exist, unless
 	cmd.Flags().StringVar(&share.Visibility, "visibility", "", "with --create: the predicate under which versions become visible elsewhere (default majority)")
 	cmd.Flags().StringVar(&share.CommitMarker, "marker", "", "with --create: publish a directory as one commit when this file appears in it (e.g. .metadata)")
 	cmd.Flags().StringVar(&share.CommitDirs, "commit-dirs", "", "with --create: path.Match pattern of the directories committed by marker (default *)")
+	cmd.Flags().UintVar(&keepVersions, "keep-versions", 0, "with --create: older versions kept per path beyond the current one (default 10)")
+	cmd.Flags().DurationVar(&keepAge, "keep-age", 0, "with --create: how long older versions are kept (default 720h, 30 days)")
 	cmd.Flags().DurationVar(&settle, "settle", 0, "how long a file must stay unchanged before it is published (default 2s)")
 	return cmd
 }
