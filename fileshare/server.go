@@ -107,13 +107,31 @@ func (g *Server) List(ctx context.Context, r *filesharepb.ListRequest) (*filesha
 	return &filesharepb.ListResponse{Versions: vs, Site: g.s.node.Site()}, nil
 }
 
+// WatchEvery is the most often Watch sends an event: changes within it are
+// told once, so that a transfer advancing frontiers many times a second
+// costs a client a few rounds, not hundreds.
+const WatchEvery = 20 * time.Millisecond
+
 // Watch sends an event after every change of the share's versions applied
-// here and every frontier advance of the kv and files streams (a version
-// may have become stable), at most one per 5 ms.
+// here and every frontier advance of the share's visibility predicate on
+// the kv and files streams (a version may have become stable), at most one
+// per WatchEvery.
 func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_WatchServer) error {
 	ctx := st.Context()
-	if _, err := g.s.Share(ctx, r.Share); err != nil {
+	sh, err := g.s.Share(ctx, r.Share)
+	if err != nil {
 		return toStatus(err)
+	}
+	_, named := g.s.node.PredicateSource(sh.Visibility)
+	if !named {
+		// An inline predicate is evaluated only while held.
+		for _, stream := range []string{Stream, kv.Stream} {
+			release, err := g.s.node.HoldOn(ctx, sh.Visibility, stream)
+			if err != nil {
+				return toStatus(err)
+			}
+			defer release()
+		}
 	}
 	changed := make(chan struct{}, 1)
 	poke := func() {
@@ -129,13 +147,13 @@ func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_Wat
 		done <- g.s.kv.Watch(ctx, pathPrefix(r.Share, ""), "", func(kv.Version) error { poke(); return nil })
 	}()
 	w := g.s.node.WatchFrontiers(256, func(a stabilizer.FrontierAdvance) bool {
-		return a.Stream.Name == Stream || a.Stream.Name == kv.Stream
+		return (a.Stream.Name == Stream || a.Stream.Name == kv.Stream) && (!named || a.Predicate == sh.Visibility)
 	})
 	defer w.Stop()
 	if err := st.Send(&filesharepb.WatchEvent{Share: r.Share}); err != nil {
 		return err
 	}
-	tick := time.NewTicker(5 * time.Millisecond)
+	tick := time.NewTicker(WatchEvery)
 	defer tick.Stop()
 	dirty := false
 	for {
