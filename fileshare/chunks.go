@@ -20,18 +20,14 @@ type Ref struct {
 	Size   uint32
 }
 
-// Key prefixes in the namespace.
-const (
-	prefixLoc  = 'l' // + hash: encodeRef
-	prefixData = 'd' // + hash: the chunk's bytes
-)
+// prefixLoc + hash keys where the site holds a chunk (encodeRef). The
+// chunk's bytes are the payload of that files stream entry, read back from
+// the site's log: they are written once per site, not once more into the
+// namespace. An entry's payload is the chunk's bytes alone; its hash, the
+// chunk's id, is computed from them.
+const prefixLoc = 'l'
 
-// frameVersion is the first byte of a files stream entry: the frame is
-// version, hash (32 bytes), data.
-const frameVersion = 1
-
-func locKey(h [32]byte) []byte  { return append([]byte{prefixLoc}, h[:]...) }
-func dataKey(h [32]byte) []byte { return append([]byte{prefixData}, h[:]...) }
+func locKey(h [32]byte) []byte { return append([]byte{prefixLoc}, h[:]...) }
 
 func encodeRef(r Ref) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(r.Origin)))
@@ -99,8 +95,23 @@ func (c *chunkStore) lookup(h [32]byte) (Ref, bool, error) {
 
 // data returns the chunk's bytes if they are stored here (applied), nil if
 // not yet.
-func (c *chunkStore) data(h [32]byte) ([]byte, error) {
-	return c.get(dataKey(h))
+func (c *chunkStore) data(ctx context.Context, h [32]byte) ([]byte, error) {
+	v, err := c.get(locKey(h))
+	if err != nil || v == nil {
+		return nil, err
+	}
+	r, err := decodeRef(v)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.node.ReadEntry(ctx, stabilizer.StreamID{Origin: r.Origin, Name: Stream}, r.Seq)
+	if errors.Is(err, stabilizer.ErrNotFound) {
+		return nil, nil // appended here, not yet durable
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Payload, nil
 }
 
 // get reads a key; nil, nil when it is absent.
@@ -124,9 +135,7 @@ func (c *chunkStore) put(ctx context.Context, h [32]byte, data []byte) (Ref, boo
 	if r, ok, err := c.lookup(h); err != nil || ok {
 		return r, ok, err
 	}
-	frame := make([]byte, 0, 1+32+len(data))
-	frame = append(append(append(frame, frameVersion), h[:]...), data...)
-	a, err := c.node.Append(ctx, Stream, frame)
+	a, err := c.node.Append(ctx, Stream, data)
 	if err != nil {
 		return Ref{}, false, fmt.Errorf("fileshare: store chunk %x: %w", h[:8], err)
 	}
@@ -148,18 +157,12 @@ func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) erro
 	var stored, dup, bad int
 	var bytes int64
 	for _, e := range entries {
-		p := e.Payload
-		if len(p) < 33 || p[0] != frameVersion {
+		data := e.Payload
+		if len(data) == 0 || len(data) > MaxChunkBytes {
 			bad++
 			continue
 		}
-		var h [32]byte
-		copy(h[:], p[1:33])
-		data := p[33:]
-		if sha256.Sum256(data) != h {
-			bad++
-			continue
-		}
+		h := sha256.Sum256(data)
 		if seen[h] {
 			dup++
 			continue
@@ -172,7 +175,6 @@ func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) erro
 			continue
 		}
 		batch.Set(locKey(h), encodeRef(Ref{Origin: id.Origin, Seq: e.Seq, Size: uint32(len(data))}))
-		batch.Set(dataKey(h), data)
 		stored++
 		bytes += int64(len(data))
 	}

@@ -145,7 +145,7 @@ func TestCommitBecomesStableEverywhere(t *testing.T) {
 				return fmt.Errorf("%s: stable %v, persisted at %v", site, v.Stable, v.PersistedAt)
 			}
 			for _, ch := range v.Chunks {
-				if d, err := c.svc(site).chunks.data([32]byte(ch.Hash)); err != nil || d == nil {
+				if d, err := c.svc(site).chunks.data(ctxT(t), [32]byte(ch.Hash)); err != nil || d == nil {
 					return fmt.Errorf("%s does not hold chunk %x yet", site, ch.Hash[:4])
 				}
 			}

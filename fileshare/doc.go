@@ -26,12 +26,15 @@
 // # Storage
 //
 // Namespace "fileshare" of the node: "l"+hash → where the chunk lives
-// (origin, seq), "d"+hash → its bytes, written by the applier in the batch
-// that records how far it applied the files stream, so each chunk is
-// stored once per site whoever sent it (deduplicated per site). Shares are
-// KV keys /fs/shares/NAME; versions /fs/v/SHARE/PATH\x00ID, one key per
-// version, never overwritten, so concurrent versions are never lost to
-// last-writer-wins: the KV keeps them all and plan.Resolve picks.
+// (origin, seq of that origin's files stream), written by the applier in
+// the batch that records how far it applied the stream. The chunk's bytes
+// are that entry's payload, read back from the site's log (Node.ReadEntry),
+// so a site writes each chunk once, whoever sent it, and holds it once
+// (deduplicated per site); the stream's log must keep such an entry while
+// a retained version names it. Shares are KV keys /fs/shares/NAME;
+// versions /fs/v/SHARE/PATH\x00ID, one key per version, never overwritten,
+// so concurrent versions are never lost to last-writer-wins: the KV keeps
+// them all and plan.Resolve picks.
 //
 // # Concurrency
 //

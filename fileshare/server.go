@@ -189,7 +189,7 @@ func (g *Server) GetChunks(r *filesharepb.GetChunksRequest, st filesharepb.FileS
 		if len(h) != 32 {
 			return status.Errorf(codes.InvalidArgument, "fileshare: get chunks: hash %x is %d bytes, want 32", h, len(h))
 		}
-		data, err := g.s.chunks.data([32]byte(h))
+		data, err := g.s.chunks.data(st.Context(), [32]byte(h))
 		if err != nil {
 			return toStatus(err)
 		}

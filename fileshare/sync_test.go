@@ -242,7 +242,7 @@ func TestNotVisibleBeforeStable(t *testing.T) {
 			t.Fatal("stable under all with a site cut off")
 		}
 		for _, ch := range vs[0].Chunks {
-			if d, _ := c.svc(eu).chunks.data([32]byte(ch.Hash)); d == nil {
+			if d, _ := c.svc(eu).chunks.data(ctxT(t), [32]byte(ch.Hash)); d == nil {
 				return fmt.Errorf("eu lacks a chunk")
 			}
 		}

@@ -375,3 +375,21 @@ func (n *Node) Connected() map[string]bool {
 	}
 	return out
 }
+
+// ReadEntry returns one entry of a stream as this site persisted it, for
+// an application that serves payloads from the log rather than copying
+// them into its Namespace (file chunks). It fails wrapping ErrNotFound
+// when the site does not hold the seq durably (yet).
+func (n *Node) ReadEntry(ctx context.Context, id StreamID, seq uint64) (Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return Entry{}, err
+	}
+	msgs, err := n.store.ReadRange(id.Origin, id.Name, seq, 1, 0)
+	if err != nil {
+		return Entry{}, fmt.Errorf("stabilizer: read %v seq %d: %w", id, seq, err)
+	}
+	if len(msgs) == 0 || msgs[0].Seq != seq {
+		return Entry{}, fmt.Errorf("stabilizer: read %v seq %d: %w", id, seq, ErrNotFound)
+	}
+	return fromStored(id, &msgs[0])
+}
