@@ -68,13 +68,11 @@ func (n *Node) persist(rd *core.Ready) (*job, error) {
 func (n *Node) readyBatch(rd *core.Ready) *storage.Batch {
 	var b storage.Batch
 	levels := n.cfg.Schema.LevelNames()
-	// One array holds every stored payload of the Ready, instead of one
-	// allocation per entry; the batch copies them into blocks in Write.
-	size := 0
-	for i := range rd.Entries {
-		size += binary.MaxVarintLen32 + len(rd.Entries[i].Payload)
-	}
-	payloads := make([]byte, 0, size)
+	// One array holds every stored head (the HLC's logical part) of the
+	// Ready, instead of one allocation per entry; payloads are not copied
+	// here: the batch copies them into blocks in Write, before Advance
+	// lets the core drop them.
+	heads := make([]byte, 0, binary.MaxVarintLen32*len(rd.Entries))
 	for i := 0; i < len(rd.Entries); {
 		j := i
 		id := rd.Entries[i].Stream
@@ -84,7 +82,7 @@ func (n *Node) readyBatch(rd *core.Ready) *storage.Batch {
 		msgs := make([]storage.Message, 0, j-i)
 		for k := i; k < j; k++ {
 			var m storage.Message
-			payloads, m = appendStored(payloads, &rd.Entries[k])
+			heads, m = stored(heads, &rd.Entries[k])
 			msgs = append(msgs, m)
 		}
 		b.Append(id.Origin, id.Name, msgs...)
@@ -164,15 +162,14 @@ func readHLC(b []byte) (HLC, []byte, error) {
 	return HLC{Wall: w, Logical: uint32(l)}, b[n+m:], nil
 }
 
-// appendStored keeps the HLC's wall time in the stored message's HLC field
-// and its logical part in front of the payload, so the entry reads back
-// whole. The stored payload is appended to dst; the message's is capped, so
-// later appends to dst never write into it.
-func appendStored(dst []byte, e *Entry) ([]byte, storage.Message) {
+// stored keeps the HLC's wall time in the stored message's HLC field and
+// its logical part in front of the payload (the message's Head, appended
+// to dst and capped, so later appends to dst never write into it), so the
+// entry reads back whole. The payload itself is not copied.
+func stored(dst []byte, e *Entry) ([]byte, storage.Message) {
 	start := len(dst)
 	dst = binary.AppendUvarint(dst, uint64(e.HLC.Logical))
-	dst = append(dst, e.Payload...)
-	return dst, storage.Message{Seq: e.Seq, HLC: uint64(e.HLC.Wall), Payload: dst[start:len(dst):len(dst)]}
+	return dst, storage.Message{Seq: e.Seq, HLC: uint64(e.HLC.Wall), Head: dst[start:len(dst):len(dst)], Payload: e.Payload}
 }
 
 func fromStored(id StreamID, m *storage.Message) (Entry, error) {

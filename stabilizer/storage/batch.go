@@ -7,10 +7,17 @@ import (
 // Message is one stream message as stored: its seq, its HLC timestamp and
 // the payload bytes, which ReadRange returns byte for byte as appended.
 type Message struct {
-	Seq     uint64
-	HLC     uint64
+	Seq uint64
+	HLC uint64
+	// Head, when set, is stored in front of Payload as one payload: a
+	// writer's prefix, so that it need not copy a large payload to prepend
+	// a few bytes. What is read back has it in Payload, Head empty.
+	Head    []byte
 	Payload []byte
 }
+
+// size is the length of the stored payload, Head included.
+func (m *Message) size() int { return len(m.Head) + len(m.Payload) }
 
 // Batch collects changes that Write makes durable together, atomically:
 // either all of them survive a crash or none does. The zero Batch is empty
@@ -89,7 +96,7 @@ func (b *Batch) Append(origin, stream string, msgs ...Message) {
 			b.fail(fmt.Errorf("storage: append %s/%s: seq %d follows %d: %w", origin, stream, m.Seq, msgs[i-1].Seq, ErrSeqGap))
 			return
 		}
-		b.size += len(m.Payload) + len(origin) + len(stream) + 32
+		b.size += m.size() + len(origin) + len(stream) + 32
 	}
 	b.appends = append(b.appends, streamAppend{origin: origin, stream: stream, msgs: msgs})
 }

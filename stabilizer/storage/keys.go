@@ -128,19 +128,19 @@ func decodeStreamKey(k []byte) (origin, stream string, rest []byte, ok bool) {
 }
 
 func encodeMsgValue(m Message) []byte {
-	v := make([]byte, 9+len(m.Payload))
+	v := make([]byte, 9+m.size())
 	v[0] = msgFormatV1
 	binary.BigEndian.PutUint64(v[1:9], m.HLC)
-	copy(v[9:], m.Payload)
+	copy(v[9+copy(v[9:], m.Head):], m.Payload)
 	return v
 }
 
 // nextBlock returns how many of msgs go into the next block: at least one,
 // and more while the block's payload stays under blockBytes.
 func nextBlock(msgs []Message) int {
-	n, size := 1, len(msgs[0].Payload)
-	for n < len(msgs) && size+len(msgs[n].Payload) <= blockBytes {
-		size += len(msgs[n].Payload)
+	n, size := 1, msgs[0].size()
+	for n < len(msgs) && size+msgs[n].size() <= blockBytes {
+		size += msgs[n].size()
 		n++
 	}
 	return n
@@ -150,7 +150,7 @@ func nextBlock(msgs []Message) int {
 func blockLen(msgs []Message) int {
 	n := 1 + uvarintLen(uint64(len(msgs)))
 	for _, m := range msgs {
-		n += 8 + uvarintLen(uint64(len(m.Payload))) + len(m.Payload)
+		n += 8 + uvarintLen(uint64(m.size())) + m.size()
 	}
 	return n
 }
@@ -162,7 +162,8 @@ func putBlock(v []byte, msgs []Message) {
 	for _, m := range msgs {
 		binary.BigEndian.PutUint64(v[i:], m.HLC)
 		i += 8
-		i += binary.PutUvarint(v[i:], uint64(len(m.Payload)))
+		i += binary.PutUvarint(v[i:], uint64(m.size()))
+		i += copy(v[i:], m.Head)
 		i += copy(v[i:], m.Payload)
 	}
 }

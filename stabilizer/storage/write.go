@@ -465,7 +465,7 @@ func (s *Store) stage(b *Batch, g *group, touched map[streamID]struct{}, ackTouc
 			putBlock(op.Value, blk)
 			_ = op.Finish()
 			for _, m := range blk {
-				g.payloadBytes += len(m.Payload)
+				g.payloadBytes += m.size()
 			}
 		}
 		g.msgs += len(a.msgs)
