@@ -68,12 +68,24 @@ type chunkStore struct {
 		// pending: own chunks appended and not yet applied here; they
 		// count as held (Missing, Commit) from their append on.
 		pending map[[32]byte]Ref
+		// pendingBytes is their size; put waits while it is above
+		// MaxPendingBytes, and applied is closed (and replaced) whenever
+		// Apply lowers it.
+		pendingBytes int64
+		applied      chan struct{}
 	}
 }
+
+// MaxPendingBytes bounds the chunk bytes a site has taken from clients and
+// not yet stored (appended, not applied): uploads wait beyond it, so a
+// client faster than the site's disk pushes back instead of filling the
+// site's memory.
+const MaxPendingBytes = 64 << 20
 
 func newChunkStore(ns *stabilizer.Namespace, node *stabilizer.Node, m *metrics, log hclog.Logger) *chunkStore {
 	c := &chunkStore{ns: ns, node: node, metrics: m, log: log}
 	c.mu.pending = map[[32]byte]Ref{}
+	c.mu.applied = make(chan struct{})
 	return c
 }
 
@@ -135,15 +147,42 @@ func (c *chunkStore) put(ctx context.Context, h [32]byte, data []byte) (Ref, boo
 	if r, ok, err := c.lookup(h); err != nil || ok {
 		return r, ok, err
 	}
+	if err := c.reserve(ctx, len(data)); err != nil {
+		return Ref{}, false, fmt.Errorf("fileshare: store chunk %x: %w", h[:8], err)
+	}
 	a, err := c.node.Append(ctx, Stream, data)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil {
+		c.mu.pendingBytes -= int64(len(data))
 		return Ref{}, false, fmt.Errorf("fileshare: store chunk %x: %w", h[:8], err)
 	}
 	r := Ref{Origin: a.Stream.Origin, Seq: a.Seq, Size: uint32(len(data))}
-	c.mu.Lock()
+	if old, dup := c.mu.pending[h]; dup { // a concurrent upload of the same bytes
+		c.mu.pendingBytes -= int64(old.Size)
+	}
 	c.mu.pending[h] = r
-	c.mu.Unlock()
 	return r, false, nil
+}
+
+// reserve waits until n more pending bytes fit under MaxPendingBytes (one
+// chunk always fits when nothing is pending) and counts them.
+func (c *chunkStore) reserve(ctx context.Context, n int) error {
+	for {
+		c.mu.Lock()
+		if c.mu.pendingBytes == 0 || c.mu.pendingBytes+int64(n) <= MaxPendingBytes {
+			c.mu.pendingBytes += int64(n)
+			c.mu.Unlock()
+			return nil
+		}
+		wake := c.mu.applied
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		}
+	}
 }
 
 // Apply stores a run of one files stream's chunks with the stream's
@@ -154,6 +193,9 @@ func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) erro
 	id := entries[0].Stream
 	batch := c.ns.NewBatch()
 	seen := map[[32]byte]bool{}
+	own := id.Origin == c.node.Site()
+	var seqs []uint64 // own chunks: seq and hash, to release what put reserved
+	var hashes [][32]byte
 	var stored, dup, bad int
 	var bytes int64
 	for _, e := range entries {
@@ -163,6 +205,10 @@ func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) erro
 			continue
 		}
 		h := sha256.Sum256(data)
+		if own {
+			seqs = append(seqs, e.Seq)
+			hashes = append(hashes, h)
+		}
 		if seen[h] {
 			dup++
 			continue
@@ -182,11 +228,16 @@ func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) erro
 	if err := batch.CommitNoSync(); err != nil {
 		return err
 	}
-	if id.Origin == c.node.Site() {
+	if own {
 		c.mu.Lock()
-		for h := range seen {
-			delete(c.mu.pending, h)
+		for i, h := range hashes {
+			if r, ok := c.mu.pending[h]; ok && r.Seq == seqs[i] {
+				delete(c.mu.pending, h)
+				c.mu.pendingBytes -= int64(r.Size)
+			}
 		}
+		close(c.mu.applied)
+		c.mu.applied = make(chan struct{})
 		c.mu.Unlock()
 	}
 	c.metrics.applied(id.Origin, stored, dup, bytes)
