@@ -44,6 +44,10 @@ func (c cache) get(h plan.Hash) ([]byte, bool) {
 	return b, true
 }
 
+// put stores a chunk: temp file, rename, no fsync. A crash may leave a
+// cached chunk empty or torn, but get checks every chunk against its name
+// and drops a bad one, which is then fetched again; two fsyncs per chunk
+// would cost more than such a refetch, on every download.
 func (c cache) put(h plan.Hash, data []byte) error {
 	if sha256.Sum256(data) != h {
 		return fmt.Errorf("client: chunk %x: data does not match its hash", h[:])
@@ -52,7 +56,16 @@ func (c cache) put(h plan.Hash, data []byte) error {
 	if err := c.root.MkdirAll(path.Dir(n), 0o755); err != nil {
 		return fmt.Errorf("client: cache: %w", err)
 	}
-	return writeAtomic(c.root, n, data)
+	tmp := tmpName()
+	err := c.root.WriteFile(tmp, data, 0o600)
+	if err == nil {
+		err = c.root.Rename(tmp, n)
+	}
+	if err != nil {
+		_ = c.root.Remove(tmp)
+		return fmt.Errorf("client: cache chunk %x: %w", h[:8], err)
+	}
+	return nil
 }
 
 func (c cache) remove(h plan.Hash) {
