@@ -1,0 +1,769 @@
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/stabilizer/stabilizer/fileshare/client/shim/chunks"
+	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
+	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/safepath"
+)
+
+// Batches of requests to the site.
+const (
+	missingBatch   = 1024     // hashes per Missing request
+	getChunksBatch = 16       // hashes per GetChunks request
+	getChunksBytes = 64 << 20 // and at most this many bytes
+)
+
+// statLocal returns p's stat as the planner sees it; ok is false when p
+// is not a regular file.
+func (s *Syncer) statLocal(p string) (plan.Local, bool, error) {
+	fi, err := s.root.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return plan.Local{}, false, nil
+	}
+	if err != nil {
+		return plan.Local{}, false, err
+	}
+	if !fi.Mode().IsRegular() {
+		return plan.Local{Path: p}, true, fmt.Errorf("client: %s is not a regular file", p)
+	}
+	return plan.Local{Path: p, Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), MTime: fi.ModTime().UnixNano()}, true, nil
+}
+
+// expectHolds says whether p is as the planner saw it: absent for a nil
+// Expect, else with the same size, mtime and mode.
+func (s *Syncer) expectHolds(p string, e *plan.Local) bool {
+	l, ok, err := s.statLocal(p)
+	if err != nil {
+		return false
+	}
+	if e == nil {
+		return !ok
+	}
+	return ok && l.Size == e.Size && l.MTime == e.MTime && l.Mode == e.Mode
+}
+
+// hash chunks a local file and records its chunk list with its stat;
+// nothing is recorded when the file changed while it was read.
+func (s *Syncer) hash(p string) error {
+	_, err := s.hashFile(p)
+	return err
+}
+
+func (s *Syncer) hashFile(p string) (fileInfo, error) {
+	before, ok, err := s.statLocal(p)
+	if err != nil || !ok {
+		return fileInfo{}, fmt.Errorf("client: hash %s: %w", p, errors.Join(err, ErrChanged))
+	}
+	f, err := s.root.Open(p)
+	if err != nil {
+		return fileInfo{}, fmt.Errorf("client: hash %s: %w", p, err)
+	}
+	defer f.Close()
+	var cs []plan.Chunk
+	err = chunks.Split(f, func(c chunks.Chunk, _ []byte) error {
+		cs = append(cs, plan.Chunk{Hash: c.Hash, Size: c.Size})
+		return nil
+	})
+	if err != nil {
+		return fileInfo{}, fmt.Errorf("client: hash %s: %w", p, err)
+	}
+	after, ok, err := s.statLocal(p)
+	if err != nil || !ok || after != before {
+		return fileInfo{}, fmt.Errorf("client: hash %s: %w", p, ErrChanged)
+	}
+	info := fileInfo{Size: after.Size, MTime: after.MTime, Mode: after.Mode, Content: plan.ContentOf(cs), Chunks: cs}
+	s.ix.Files[p] = info
+	s.localSrc = nil
+	return info, s.ix.save(s.root)
+}
+
+// execute carries out the actions in order. Uploads of one commit go in
+// one Commit request at the first one's place, downloads of one commit
+// together at the first one's place.
+func (s *Syncer) execute(ctx context.Context, acts []plan.Action, rule plan.CommitRule, res *Result) {
+	done := make([]bool, len(acts))
+	for i, a := range acts {
+		if done[i] {
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		group := []plan.Action{a}
+		done[i] = true
+		key := func(b plan.Action) (string, bool) {
+			switch b.Kind {
+			case plan.ActUpload:
+				return "u" + b.Commit, b.Commit != ""
+			case plan.ActDownload:
+				return "d" + b.Version.Commit, b.Version.Commit != ""
+			}
+			return "", false
+		}
+		if k, ok := key(a); ok {
+			for j := i + 1; j < len(acts); j++ {
+				if k2, ok2 := key(acts[j]); ok2 && k2 == k && !done[j] {
+					group = append(group, acts[j])
+					done[j] = true
+				}
+			}
+		}
+		var err error
+		switch a.Kind {
+		case plan.ActUpload:
+			err = s.upload(ctx, group, a.Commit != "")
+		case plan.ActTombstone:
+			err = s.tombstone(ctx, a)
+		case plan.ActDownload:
+			err = s.download(ctx, group, rule)
+		case plan.ActRemove:
+			err = s.remove(a)
+		case plan.ActAdopt:
+			err = s.adopt(a)
+		case plan.ActHash:
+			err = s.hash(a.Path)
+		}
+		switch {
+		case err == nil:
+			res.Actions += len(group)
+		case errors.Is(err, errNotHeld):
+			res.Waiting += len(group)
+			s.log.Debug("waiting for chunks", "path", a.Path)
+		case ctx.Err() != nil:
+			return
+		default:
+			res.Failed += len(group)
+			s.log.Warn("action failed", "path", a.Path, "error", err)
+		}
+	}
+}
+
+// upload publishes local files: their chunks the site lacks, then one
+// Commit request for all of them (commit says they are one commit).
+func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) error {
+	var files []*filesharepb.FileVersion
+	var infos []fileInfo
+	for _, a := range acts {
+		info, err := s.pushFile(ctx, a)
+		if err != nil {
+			return err
+		}
+		infos = append(infos, info)
+		files = append(files, &filesharepb.FileVersion{Path: a.Path, Parents: idStrings(a.Parents), Kept: idStrings(a.Kept),
+			Size: info.Size, Mode: info.Mode, Mtime: info.MTime, Chunks: chunkRefs(info.Chunks)})
+	}
+	var resp *filesharepb.CommitResponse
+	err := s.r.call(ctx, func(ctx context.Context, api filesharepb.FileShareClient) error {
+		var err error
+		resp, err = api.Commit(ctx, &filesharepb.CommitRequest{Share: s.cfg.Share, Files: files, Commit: commit, NoWait: true})
+		return err
+	})
+	if err != nil {
+		return s.r.explain("commit "+acts[0].Path, err)
+	}
+	if len(resp.Versions) != len(acts) {
+		return fmt.Errorf("client: commit %s: the site answered %d versions for %d files", acts[0].Path, len(resp.Versions), len(acts))
+	}
+	for i, v := range resp.Versions {
+		info := infos[i]
+		s.ix.Base[acts[i].Path] = plan.Base{Path: acts[i].Path, Version: plan.VersionID(v.Id), Content: info.Content,
+			Size: info.Size, MTime: info.MTime, Mode: info.Mode}
+		s.stats.filesUp.Add(1)
+		s.log.Info("uploaded", "path", acts[i].Path, "version", v.Id)
+	}
+	return s.ix.save(s.root)
+}
+
+// pushFile puts the chunks of a local file the site lacks and checks the
+// file did not change meanwhile.
+func (s *Syncer) pushFile(ctx context.Context, a plan.Action) (fileInfo, error) {
+	l, ok, err := s.statLocal(a.Path)
+	if err != nil || !ok {
+		return fileInfo{}, fmt.Errorf("client: upload %s: %w", a.Path, errors.Join(err, ErrChanged))
+	}
+	if a.Expect != nil && (l.Size != a.Expect.Size || l.MTime != a.Expect.MTime || l.Mode != a.Expect.Mode) {
+		return fileInfo{}, fmt.Errorf("client: upload %s: %w", a.Path, ErrChanged)
+	}
+	info, known := s.ix.Files[a.Path]
+	if !known || !info.matches(l) {
+		if info, err = s.hashFile(a.Path); err != nil {
+			return fileInfo{}, err
+		}
+	}
+	// Which distinct chunks the site lacks.
+	var hashes [][]byte
+	seenH := map[plan.Hash]bool{}
+	for _, c := range info.Chunks {
+		if !seenH[c.Hash] {
+			seenH[c.Hash] = true
+			hashes = append(hashes, append([]byte(nil), c.Hash[:]...))
+		}
+	}
+	lack := map[plan.Hash]bool{}
+	for i := 0; i < len(hashes); i += missingBatch {
+		batch := hashes[i:min(i+missingBatch, len(hashes))]
+		var resp *filesharepb.MissingResponse
+		err := s.r.call(ctx, func(ctx context.Context, api filesharepb.FileShareClient) error {
+			var err error
+			resp, err = api.Missing(ctx, &filesharepb.MissingRequest{Hashes: batch})
+			return err
+		})
+		if err != nil {
+			return fileInfo{}, s.r.explain("missing chunks of "+a.Path, err)
+		}
+		for _, h := range resp.Missing {
+			lack[plan.Hash(h)] = true
+		}
+	}
+	s.stats.deduped.Add(int64(len(hashes) - len(lack)))
+	t := Transfer{Dir: Upload, Path: a.Path, Size: info.Size, Chunks: len(info.Chunks), Reused: len(hashes) - len(lack)}
+	for _, c := range info.Chunks {
+		if lack[c.Hash] {
+			t.Bytes += int64(c.Size)
+		}
+	}
+	if len(lack) > 0 {
+		s.startTransfer(t)
+		err := s.putChunks(ctx, a.Path, info, lack, &t)
+		s.finishTransfer(t, err)
+		if err != nil {
+			return fileInfo{}, err
+		}
+	}
+	after, ok, err := s.statLocal(a.Path)
+	if err != nil || !ok || !info.matches(after) {
+		return fileInfo{}, fmt.Errorf("client: upload %s: %w", a.Path, errors.Join(err, ErrChanged))
+	}
+	return info, nil
+}
+
+// putChunks streams the chunks in lack, read from the file at their
+// offsets and checked against their hashes, to the site.
+func (s *Syncer) putChunks(ctx context.Context, p string, info fileInfo, lack map[plan.Hash]bool, t *Transfer) error {
+	f, err := s.root.Open(p)
+	if err != nil {
+		return fmt.Errorf("client: upload %s: %w", p, err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	api, i, _ := s.r.api()
+	stream, err := api.PutChunks(ctx)
+	if err != nil {
+		s.r.failed(i)
+		return s.r.explain("put chunks of "+p, err)
+	}
+	sent := 0
+	recvErr := make(chan error, 1)
+	answers := make(chan struct{}, 1024)
+	go func() {
+		for {
+			_, err := stream.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				recvErr <- err
+				close(answers)
+				return
+			}
+			select {
+			case answers <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	var off int64
+	sending := map[plan.Hash]bool{}
+	var sendErr error
+	for _, c := range info.Chunks {
+		o := off
+		off += int64(c.Size)
+		if !lack[c.Hash] || sending[c.Hash] {
+			continue
+		}
+		sending[c.Hash] = true
+		buf := make([]byte, c.Size)
+		if _, err := f.ReadAt(buf, o); err != nil {
+			sendErr = fmt.Errorf("client: upload %s: %w", p, errors.Join(err, ErrChanged))
+			break
+		}
+		if sha256.Sum256(buf) != c.Hash {
+			sendErr = fmt.Errorf("client: upload %s: %w", p, ErrChanged)
+			break
+		}
+		if err := stream.Send(&filesharepb.PutChunkRequest{Hash: append([]byte(nil), c.Hash[:]...), Data: buf}); err != nil {
+			break // the receiver sees why
+		}
+		sent++
+		s.stats.chunksUp.Add(1)
+		s.stats.bytesUp.Add(int64(c.Size))
+		t.Done += int64(c.Size)
+		s.advanceTransfer(*t)
+	}
+	if sendErr != nil {
+		cancel()
+		<-recvErr
+		return sendErr
+	}
+	_ = stream.CloseSend()
+	err = <-recvErr
+	if err != nil {
+		s.r.failed(i)
+		return s.r.explain("put chunks of "+p, err)
+	}
+	return nil
+}
+
+// tombstone records a local delete.
+func (s *Syncer) tombstone(ctx context.Context, a plan.Action) error {
+	if !s.expectHolds(a.Path, nil) {
+		return fmt.Errorf("client: delete %s: %w", a.Path, ErrChanged)
+	}
+	var resp *filesharepb.CommitResponse
+	err := s.r.call(ctx, func(ctx context.Context, api filesharepb.FileShareClient) error {
+		var err error
+		resp, err = api.Commit(ctx, &filesharepb.CommitRequest{Share: s.cfg.Share, NoWait: true,
+			Files: []*filesharepb.FileVersion{{Path: a.Path, Deleted: true, Parents: idStrings(a.Parents), Kept: idStrings(a.Kept)}}})
+		return err
+	})
+	if err != nil {
+		return s.r.explain("delete "+a.Path, err)
+	}
+	s.log.Info("deleted", "path", a.Path, "version", resp.Versions[0].GetId())
+	delete(s.ix.Base, a.Path)
+	delete(s.ix.Files, a.Path)
+	return s.ix.save(s.root)
+}
+
+// remove deletes a local file whose remote tombstone won.
+func (s *Syncer) remove(a plan.Action) error {
+	if !s.expectHolds(a.Path, a.Expect) {
+		return fmt.Errorf("client: remove %s: %w", a.Path, ErrChanged)
+	}
+	if err := checkParents(s.root, a.Path); err != nil {
+		return err
+	}
+	if err := s.root.Remove(a.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("client: remove %s: %w", a.Path, err)
+	}
+	if err := syncDir(s.root, path.Dir(a.Path)); err != nil {
+		return err
+	}
+	s.stats.removed.Add(1)
+	s.log.Info("removed", "path", a.Path, "version", a.Version.ID)
+	delete(s.ix.Base, a.Path)
+	delete(s.ix.Files, a.Path)
+	return s.ix.save(s.root)
+}
+
+// adopt records that the local file is the version.
+func (s *Syncer) adopt(a plan.Action) error {
+	l, ok, err := s.statLocal(a.Path)
+	if err != nil {
+		return err
+	}
+	if a.Version.Deleted || !ok {
+		delete(s.ix.Base, a.Path)
+	} else {
+		s.ix.Base[a.Path] = plan.Base{Path: a.Path, Version: a.Version.ID, Content: a.Version.Content, Size: l.Size, MTime: l.MTime, Mode: l.Mode}
+	}
+	return s.ix.save(s.root)
+}
+
+// chunkLoc is where a chunk lies in a local file.
+type chunkLoc struct {
+	path string
+	off  int64
+	size uint32
+}
+
+// localSources maps the chunks of local files whose chunk list is known
+// for their current stat to where they lie.
+func (s *Syncer) localSources() map[plan.Hash]chunkLoc {
+	if s.localSrc != nil {
+		return s.localSrc
+	}
+	m := map[plan.Hash]chunkLoc{}
+	for p, info := range s.ix.Files {
+		l, ok, err := s.statLocal(p)
+		if err != nil || !ok || !info.matches(l) {
+			continue
+		}
+		var off int64
+		for _, c := range info.Chunks {
+			if _, dup := m[c.Hash]; !dup {
+				m[c.Hash] = chunkLoc{path: p, off: off, size: c.Size}
+			}
+			off += int64(c.Size)
+		}
+	}
+	s.localSrc = m
+	return m
+}
+
+// readLocal reads a chunk from a local file, checking its hash.
+func (s *Syncer) readLocal(h plan.Hash, at chunkLoc) ([]byte, bool) {
+	f, err := s.root.Open(at.path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	b := make([]byte, at.size)
+	if _, err := f.ReadAt(b, at.off); err != nil || sha256.Sum256(b) != h {
+		return nil, false
+	}
+	return b, true
+}
+
+// fetch makes every chunk of the versions available: in the cache, or in
+// a local file. Chunks the site lacks make it return errNotHeld after it
+// fetched the others. progress says whether to report transfers.
+func (s *Syncer) fetch(ctx context.Context, vs []plan.Version, progress bool) error {
+	local := s.localSources()
+	notHeld := false
+	for _, v := range vs {
+		t := Transfer{Dir: Download, Path: v.Path, Size: v.Size, Chunks: len(v.Chunks)}
+		var need [][]byte
+		sizes := map[plan.Hash]uint32{}
+		for _, c := range v.Chunks {
+			if _, dup := sizes[c.Hash]; dup {
+				continue
+			}
+			sizes[c.Hash] = c.Size
+			switch {
+			case s.cache.has(c.Hash):
+				t.Reused++
+				if progress {
+					s.stats.fromCache.Add(1)
+				}
+			case local[c.Hash] != (chunkLoc{}):
+				t.Reused++
+				if progress {
+					s.stats.fromLocal.Add(1)
+				}
+			default:
+				need = append(need, append([]byte(nil), c.Hash[:]...))
+				t.Bytes += int64(c.Size)
+			}
+		}
+		if len(need) == 0 {
+			continue
+		}
+		if progress {
+			s.startTransfer(t)
+		}
+		err := s.getChunks(ctx, need, sizes, &t, progress)
+		if progress {
+			s.finishTransfer(t, err)
+		}
+		switch {
+		case errors.Is(err, errNotHeld):
+			notHeld = true
+		case err != nil:
+			return err
+		}
+	}
+	if notHeld {
+		return errNotHeld
+	}
+	return nil
+}
+
+// getChunks fetches chunks into the cache, in batches.
+func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Hash]uint32, t *Transfer, progress bool) error {
+	notHeld := false
+	for len(need) > 0 {
+		n, bytes := 0, int64(0)
+		for n < len(need) && n < getChunksBatch && (n == 0 || bytes+int64(sizes[plan.Hash(need[n])]) <= getChunksBytes) {
+			bytes += int64(sizes[plan.Hash(need[n])])
+			n++
+		}
+		batch := need[:n]
+		need = need[n:]
+		api, i, _ := s.r.api()
+		stream, err := api.GetChunks(ctx, &filesharepb.GetChunksRequest{Hashes: batch})
+		if err != nil {
+			s.r.failed(i)
+			return s.r.explain("get chunks of "+t.Path, err)
+		}
+		for {
+			cd, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				s.r.failed(i)
+				return s.r.explain("get chunks of "+t.Path, err)
+			}
+			if !cd.Held || len(cd.Hash) != 32 {
+				notHeld = true
+				continue
+			}
+			if err := s.cache.put(plan.Hash(cd.Hash), cd.Data); err != nil {
+				return err
+			}
+			s.stats.chunksDown.Add(1)
+			s.stats.bytesDown.Add(int64(len(cd.Data)))
+			t.Done += int64(len(cd.Data))
+			if progress {
+				s.advanceTransfer(*t)
+			}
+		}
+	}
+	if notHeld {
+		return errNotHeld
+	}
+	return nil
+}
+
+// assemble writes a version's bytes into a new file at tmp, from the
+// cache and local files, fsyncs it and gives it the version's mode and
+// mtime.
+func (s *Syncer) assemble(ctx context.Context, v plan.Version, tmp string) error {
+	f, err := s.root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("client: download %s: %w", v.Path, err)
+	}
+	local := s.localSources()
+	werr := func() error {
+		for _, c := range v.Chunks {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			b, ok := s.cache.get(c.Hash)
+			if !ok {
+				if at, found := local[c.Hash]; found {
+					b, ok = s.readLocal(c.Hash, at)
+				}
+			}
+			if !ok {
+				s.localSrc = nil
+				return fmt.Errorf("client: download %s: chunk %x gone from cache and folder: %w", v.Path, c.Hash[:8], ErrChanged)
+			}
+			if _, err := f.Write(b); err != nil {
+				return err
+			}
+		}
+		return f.Sync()
+	}()
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	mode := fs.FileMode(v.Mode).Perm()
+	if mode == 0 {
+		mode = 0o644
+	}
+	if werr == nil {
+		werr = s.root.Chmod(tmp, mode)
+	}
+	if werr == nil && v.MTime != 0 {
+		mt := time.Unix(0, v.MTime)
+		werr = s.root.Chtimes(tmp, mt, mt)
+	}
+	if werr != nil {
+		_ = s.root.Remove(tmp)
+		return fmt.Errorf("client: download %s: %w", v.Path, werr)
+	}
+	return nil
+}
+
+// download makes versions visible: one, or the files of one commit.
+func (s *Syncer) download(ctx context.Context, acts []plan.Action, rule plan.CommitRule) error {
+	vs := make([]plan.Version, len(acts))
+	for i, a := range acts {
+		vs[i] = a.Version
+		vs[i].Path = a.Path
+	}
+	if err := s.fetch(ctx, vs, true); err != nil {
+		return err
+	}
+	if len(acts) > 1 {
+		if ok, err := s.installDir(ctx, acts, rule); ok || err != nil {
+			return err
+		}
+	}
+	for _, a := range acts {
+		v := a.Version
+		v.Path = a.Path
+		tmp := tmpName()
+		if err := s.assemble(ctx, v, tmp); err != nil {
+			return err
+		}
+		if err := s.install(tmp, a); err != nil {
+			_ = s.root.Remove(tmp)
+			return err
+		}
+	}
+	s.dropCached(vs)
+	return nil
+}
+
+// install renames an assembled file into place if the local file is as
+// the planner saw it, and records it.
+func (s *Syncer) install(tmp string, a plan.Action) error {
+	if err := checkParents(s.root, a.Path); err != nil {
+		return err
+	}
+	dir := path.Dir(a.Path)
+	if err := s.root.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("client: download %s: %w", a.Path, err)
+	}
+	if !s.expectHolds(a.Path, a.Expect) {
+		return fmt.Errorf("client: download %s: %w", a.Path, ErrChanged)
+	}
+	if err := s.root.Rename(tmp, a.Path); err != nil {
+		return fmt.Errorf("client: download %s: %w", a.Path, err)
+	}
+	if err := syncDir(s.root, dir); err != nil {
+		return err
+	}
+	return s.recordDownload(a)
+}
+
+func (s *Syncer) recordDownload(a plan.Action) error {
+	l, _, err := s.statLocal(a.Path)
+	if err != nil {
+		return err
+	}
+	v := a.Version
+	s.ix.Base[a.Path] = plan.Base{Path: a.Path, Version: v.ID, Content: v.Content, Size: l.Size, MTime: l.MTime, Mode: l.Mode}
+	s.ix.Files[a.Path] = fileInfo{Size: l.Size, MTime: l.MTime, Mode: l.Mode, Content: v.Content, Chunks: v.Chunks}
+	s.localSrc = nil
+	s.stats.filesDown.Add(1)
+	s.log.Info("downloaded", "path", a.Path, "version", v.ID)
+	return s.ix.save(s.root)
+}
+
+// installDir makes a commit's files visible with one rename of their
+// directory, when it does not exist locally; false when it does (then
+// they go in one by one).
+func (s *Syncer) installDir(ctx context.Context, acts []plan.Action, rule plan.CommitRule) (bool, error) {
+	dir := rule.CommitDir(acts[0].Path)
+	if dir == "" {
+		return false, nil
+	}
+	for _, a := range acts {
+		if rule.CommitDir(a.Path) != dir || a.Expect != nil {
+			return false, nil
+		}
+	}
+	if _, err := s.root.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err := checkParents(s.root, dir+"/x"); err != nil {
+		return true, err
+	}
+	tmp := tmpName()
+	if err := s.root.Mkdir(tmp, 0o755); err != nil {
+		return true, fmt.Errorf("client: download %s: %w", dir, err)
+	}
+	fail := func(err error) (bool, error) {
+		_ = s.root.RemoveAll(tmp)
+		return true, err
+	}
+	dirs := map[string]bool{tmp: true}
+	for _, a := range acts {
+		rel := strings.TrimPrefix(a.Path, dir+"/")
+		target := path.Join(tmp, rel)
+		if d := path.Dir(target); !dirs[d] {
+			if err := s.root.MkdirAll(d, 0o755); err != nil {
+				return fail(fmt.Errorf("client: download %s: %w", a.Path, err))
+			}
+			for x := d; x != tmp && !dirs[x]; x = path.Dir(x) {
+				dirs[x] = true
+			}
+		}
+		v := a.Version
+		v.Path = a.Path
+		if err := s.assemble(ctx, v, target); err != nil {
+			return fail(err)
+		}
+	}
+	for d := range dirs {
+		if err := syncDir(s.root, d); err != nil {
+			return fail(err)
+		}
+	}
+	parent := path.Dir(dir)
+	if err := s.root.MkdirAll(parent, 0o755); err != nil {
+		return fail(fmt.Errorf("client: download %s: %w", dir, err))
+	}
+	if _, err := s.root.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return fail(fmt.Errorf("client: download %s: %w", dir, ErrChanged))
+	}
+	if err := s.root.Rename(tmp, dir); err != nil {
+		return fail(fmt.Errorf("client: download %s: %w", dir, err))
+	}
+	if err := syncDir(s.root, parent); err != nil {
+		return true, err
+	}
+	vs := make([]plan.Version, len(acts))
+	for i, a := range acts {
+		vs[i] = a.Version
+		if err := s.recordDownload(a); err != nil {
+			return true, err
+		}
+	}
+	s.dropCached(vs)
+	s.log.Info("commit downloaded", "dir", dir, "files", len(acts), "commit", acts[0].Version.Commit)
+	return true, nil
+}
+
+// dropCached removes the chunks of versions now in the folder from the
+// cache: the files hold them.
+func (s *Syncer) dropCached(vs []plan.Version) {
+	for _, v := range vs {
+		for _, c := range v.Chunks {
+			s.cache.remove(c.Hash)
+		}
+	}
+}
+
+// prefetch fetches into the cache the chunks of versions not stable yet
+// that other sites wrote, as they reach the site.
+func (s *Syncer) prefetch(ctx context.Context, versions []plan.Version, view plan.View) {
+	pending := map[plan.VersionID]bool{}
+	for _, p := range view.Pending {
+		pending[p.ID] = true
+	}
+	var vs []plan.Version
+	for _, v := range versions {
+		if pending[v.ID] && !v.Deleted && safepath.Check(v.Path) == nil {
+			if b, ok := s.ix.Base[v.Path]; ok && b.Version == v.ID {
+				continue // ours
+			}
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
+		return
+	}
+	if err := s.fetch(ctx, vs, false); err != nil && !errors.Is(err, errNotHeld) {
+		s.log.Debug("prefetch", "error", err)
+	}
+}
+
+// gcCache empties the chunk cache when no download waits for it.
+func (s *Syncer) gcCache() {
+	dir := path.Join(safepath.StateDir, chunkDir)
+	ents, err := fs.ReadDir(s.root.FS(), dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		_ = s.root.RemoveAll(path.Join(dir, e.Name()))
+	}
+}

@@ -1,0 +1,61 @@
+// Package client is the engine of stabsync, the file-sync client: it keeps
+// one folder and one share of the sites' file-sharing API
+// (fileshare/filesharepb) in step, both ways. Local changes are found by
+// notifications (fsnotify, every directory), periodic rescans and the
+// site's Watch stream; a file is published only once its size and mtime
+// stayed the same for the settle time, and a directory matching the
+// share's commit rule only when its marker file appears, as one commit.
+// Versions of other sites become visible only once the site says they are
+// stable, and are written atomically (temp file, fsync, rename, directory
+// fsync; a commit's directory with one rename when it is new), never over
+// a local change the planner has not seen.
+//
+// What to do is decided by package plan (Resolve, then Decide) from the
+// folder's scan, the site's List and the index; this package only does
+// the IO, action by action, in the order Decide gives.
+//
+// # Usage
+//
+//	_, err := client.Init(ctx, "/data/ckpt", client.Config{Sites: []string{"10.0.1.5:7003"}, Share: "ckpt"},
+//		client.InitOptions{Create: true, Share: client.Share{CommitMarker: ".metadata", CommitDirs: "step-*"}})
+//	s, err := client.Open("/data/ckpt", client.Options{Logger: log, Progress: bars})
+//	defer s.Close()
+//	err = s.Run(ctx)             // until ctx ends
+//	res, err := s.SyncOnce(ctx)  // or one round at a time
+//	st, err := s.Status(ctx)     // per file: synced, local, uploading, pending, ...
+//	hist, err := s.Versions(ctx, "a/b.txt")
+//	id, err := s.Restore(ctx, "a/b.txt", hist[0].ID)
+//	cs, err := s.Conflicts(ctx)
+//
+// # The folder's state
+//
+// <folder>/.stabsync (never synced) holds config.json (Config), index.json
+// (per path the version last synced there and the stat right after, and
+// per local file its chunk list as of its stat, so that a file is chunked
+// once; written atomically after every action, so it survives kill -9),
+// chunks/ (the download cache: chunks by SHA-256, fsynced, so that an
+// interrupted download resumes from what it fetched; emptied when no
+// download waits), tmp/ (temp files of assembly, removed by Open), lock
+// (one Run per folder) and status.json (what the running process is
+// doing, for stabsync status).
+//
+// # Paths
+//
+// Every file access goes through an os.Root on the folder, so no symlink
+// leads out of it, and a version's path is used only after safepath.Check
+// (a bad one is logged, reported in Result.Refused and skipped); a
+// version is never written through a symlinked directory inside the
+// folder either. On a case-folding filesystem (probed by Init) of paths
+// that fold together only the lexically first is materialized. The
+// ignore file .stabignore (gitignore syntax) names paths not synced, both
+// ways.
+//
+// # Concurrency
+//
+// Run owns two goroutines (notifications, the site's Watch stream), which
+// only kick the round loop; rounds (Run's, SyncOnce's) run one at a time
+// under runMu, which owns the index. mu guards what Status reads
+// (transfers, state) and is never held across IO; runMu is taken before
+// mu, never after. Close waits for Run's goroutines. Progress is called
+// from the round's goroutine.
+package client

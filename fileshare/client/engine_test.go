@@ -1,0 +1,288 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+)
+
+// fakeClock is the clock of settling in tests.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func TestUnsettledFileIsNotPublished(t *testing.T) {
+	e := newEnv(t, &filesharepb.Share{Name: "docs"})
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	a := e.client("a", "us-east-1", Options{Now: clk.now, SettleTime: time.Second})
+	a.write("big.bin", "part 1")
+	a.round()
+	clk.advance(600 * time.Millisecond)
+	a.write("big.bin", "part 1, part 2") // still growing
+	a.round()
+	clk.advance(600 * time.Millisecond)
+	if res := a.round(); res.Unsettled != 1 || len(e.cl.Versions()) != 0 {
+		t.Fatalf("a growing file was published: %+v, versions %v", res, e.cl.Versions())
+	}
+	clk.advance(500 * time.Millisecond)
+	a.round()
+	vs := e.cl.Versions()
+	if len(vs) != 1 || vs[0].Size != int64(len("part 1, part 2")) {
+		t.Fatalf("versions %+v, want the complete file", vs)
+	}
+}
+
+func TestIgnoreFile(t *testing.T) {
+	e := newEnv(t, &filesharepb.Share{Name: "docs"})
+	a := e.client("a", "us-east-1", Options{})
+	b := e.client("b", "eu-west-1", Options{})
+	a.write(IgnoreFile, "*.log\nbuild/\n!keep.log\n")
+	a.write("app.log", "noise")
+	a.write("keep.log", "kept")
+	a.write("build/out.o", "obj")
+	a.write("src/main.go", "package main")
+	quiesce(t, a, b)
+	got := b.files()
+	for _, p := range []string{"app.log", "build/out.o"} {
+		if _, ok := got[p]; ok {
+			t.Errorf("%s was synced though ignored", p)
+		}
+	}
+	for _, p := range []string{IgnoreFile, "keep.log", "src/main.go"} {
+		if _, ok := got[p]; !ok {
+			t.Errorf("%s was not synced", p)
+		}
+	}
+}
+
+func TestCommitDirAppearsAtOnceAfterTheMarker(t *testing.T) {
+	e := newEnv(t, &filesharepb.Share{Name: "ckpt", CommitMarker: ".metadata", CommitDirs: "step-*"})
+	a := e.client("a", "us-east-1", Options{})
+	b := e.client("b", "eu-west-1", Options{})
+	a.write("step-1/shard-0", "zero")
+	a.write("step-1/shard-1", "one")
+	a.write("notes.txt", "free")
+	quiesce(t, a, b)
+	for _, v := range e.cl.Versions() {
+		if strings.HasPrefix(v.Path, "step-1/") {
+			t.Fatalf("%s published before the marker", v.Path)
+		}
+	}
+	e.cl.HoldStability(true)
+	a.write("step-1/.metadata", "meta")
+	quiesce(t, a, b)
+	vs := e.cl.Versions()
+	var commit []string
+	for _, v := range vs {
+		if strings.HasPrefix(v.Path, "step-1/") {
+			if v.Commit == "" || v.CommitFiles != 3 {
+				t.Fatalf("%s: commit %q of %d files, want one commit of 3", v.Path, v.Commit, v.CommitFiles)
+			}
+			commit = append(commit, string(v.ID))
+		}
+	}
+	if len(commit) != 3 {
+		t.Fatalf("commit versions %v", commit)
+	}
+	// Two of three stable: nothing of the directory shows.
+	e.cl.HoldStability(false)
+	e.cl.Release(vsID(commit[:2])...)
+	quiesce(t, a, b)
+	if _, err := os.Lstat(filepath.Join(b.dir, "step-1")); err == nil {
+		t.Fatalf("b shows step-1 before its commit is stable: %v", b.files())
+	}
+	e.cl.ReleaseAll()
+	quiesce(t, a, b)
+	got := b.files()
+	if got["step-1/shard-0"] != "zero" || got["step-1/shard-1"] != "one" || got["step-1/.metadata"] != "meta" {
+		t.Fatalf("b after the commit: %v", got)
+	}
+}
+
+func TestMassDeleteGuard(t *testing.T) {
+	e := newEnv(t, &filesharepb.Share{Name: "docs"})
+	a := e.client("a", "us-east-1", Options{})
+	b := e.client("b", "eu-west-1", Options{})
+	for _, p := range []string{"1", "2", "3", "4", "5", "6"} {
+		a.write(p, "file "+p)
+	}
+	quiesce(t, a, b)
+	for _, p := range []string{"1", "2", "3", "4"} {
+		if err := os.Remove(filepath.Join(a.dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := len(e.cl.Versions())
+	res := a.round()
+	if res.MassDelete == nil {
+		t.Fatalf("no mass-delete stop: %+v", res)
+	}
+	quiesce(t, a, b)
+	if len(e.cl.Versions()) != n || len(b.files()) != 6 {
+		t.Fatalf("deletes propagated: %d versions (had %d), b has %v", len(e.cl.Versions()), n, b.files())
+	}
+	st, err := a.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != "mass-delete" || !strings.Contains(st.Error, "4 of 6") {
+		t.Fatalf("status %q %q, want mass-delete saying 4 of 6", st.State, st.Error)
+	}
+	// Once allowed, the deletes go through.
+	a.Close()
+	a2 := e.open("a2", a.dir, Options{AllowMassDelete: true})
+	quiesce(t, a2, b)
+	if got := b.files(); len(got) != 2 {
+		t.Fatalf("b after the allowed mass delete: %v", got)
+	}
+}
+
+func TestFolderMissingStops(t *testing.T) {
+	e := newEnv(t, &filesharepb.Share{Name: "docs"})
+	a := e.client("a", "us-east-1", Options{})
+	b := e.client("b", "eu-west-1", Options{})
+	a.write("x", "x")
+	quiesce(t, a, b)
+	if err := os.RemoveAll(a.dir); err != nil {
+		t.Fatal(err)
+	}
+	res := a.round()
+	if res.MassDelete == nil || !res.MassDelete.FolderMissing {
+		t.Fatalf("folder gone, round %+v", res)
+	}
+	quiesce(t, b)
+	if _, ok := b.read("x"); !ok {
+		t.Fatal("a missing folder deleted files elsewhere")
+	}
+}
+
+func vsID(ids []string) []planVersionID {
+	out := make([]planVersionID, len(ids))
+	for i, id := range ids {
+		out[i] = planVersionID(id)
+	}
+	return out
+}
+
+func TestDownloadResumesFromCachedChunks(t *testing.T) {
+	e := newEnv(t, &filesharepb.Share{Name: "docs"})
+	a := e.client("a", "us-east-1", Options{})
+	b := e.client("b", "eu-west-1", Options{})
+	data := randomBytes(t, 24<<20)
+	a.write("big.bin", string(data))
+	quiesce(t, a)
+	vs := e.cl.Versions()
+	chunks := len(vs[0].Chunks)
+	if chunks < 4 {
+		t.Fatalf("%d chunks: too few for the test", chunks)
+	}
+	site := e.sites["eu-west-1"]
+	site.FailGetChunksAfter(2)
+	res, _ := b.SyncOnce(context.Background())
+	if res.Failed != 1 {
+		t.Fatalf("first round %+v, want the download to fail", res)
+	}
+	if _, ok := b.read("big.bin"); ok {
+		t.Fatal("a partial download is visible")
+	}
+	served := site.ChunksServed()
+	if served != 2 {
+		t.Fatalf("served %d chunks before the failure, want 2", served)
+	}
+	quiesce(t, b)
+	got, _ := b.read("big.bin")
+	if !bytes.Equal([]byte(got), data) {
+		t.Fatal("big.bin differs after the resumed download")
+	}
+	if st := b.Stats(); st.ChunksFromCache < 2 || site.ChunksServed() != chunks {
+		t.Fatalf("resume refetched: served %d of %d chunks, from cache %d", site.ChunksServed(), chunks, st.ChunksFromCache)
+	}
+}
+
+func TestIndexSurvivesRestart(t *testing.T) {
+	e := newEnv(t, &filesharepb.Share{Name: "docs"})
+	a := e.client("a", "us-east-1", Options{})
+	a.write("x", "x")
+	a.write("d/y", "y")
+	quiesce(t, a)
+	n := len(e.cl.Versions())
+	a.Close()
+	a2 := e.open("a2", a.dir, Options{})
+	quiesce(t, a2)
+	if len(e.cl.Versions()) != n || a2.Stats().FilesUploaded != 0 || a2.Stats().FilesDownloaded != 0 {
+		t.Fatalf("after a restart: %d versions (had %d), stats %+v", len(e.cl.Versions()), n, a2.Stats())
+	}
+}
+
+func TestCaseFoldCollisionsKeepTheFirst(t *testing.T) {
+	e := newEnv(t, &filesharepb.Share{Name: "docs"})
+	src := e.client("src", "us-east-1", Options{})
+	src.write("Readme.md", "upper")
+	src.write("readme.md", "lower")
+	quiesce(t, src)
+	b := e.client("b", "eu-west-1", Options{CaseInsensitive: true})
+	res := b.round()
+	quiesce(t, b)
+	got := b.files()
+	if len(got) != 1 || got["Readme.md"] != "upper" {
+		t.Fatalf("b has %v, want Readme.md only", got)
+	}
+	if len(res.Refused) != 1 || !strings.Contains(res.Refused[0], "readme.md: case-fold collision with Readme.md") {
+		t.Fatalf("refused %q", res.Refused)
+	}
+}
+
+func TestRunLoopSyncs(t *testing.T) {
+	e := newEnv(t, &filesharepb.Share{Name: "docs"})
+	a := e.client("a", "us-east-1", Options{SettleTime: 20 * time.Millisecond})
+	b := e.client("b", "eu-west-1", Options{SettleTime: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, c := range []*tclient{a, b} {
+		wg.Go(func() {
+			if err := c.Run(ctx); err != nil {
+				t.Errorf("%s: run: %v", c.name, err)
+			}
+		})
+	}
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	a.write("sub/new.txt", "hello")
+	eventually(t, "b gets sub/new.txt", func() bool { s, _ := b.read("sub/new.txt"); return s == "hello" })
+	b.write("sub/new.txt", "hello back")
+	eventually(t, "a gets b's edit", func() bool { s, _ := a.read("sub/new.txt"); return s == "hello back" })
+	if err := b.Run(ctx); err == nil {
+		t.Fatal("a second Run of one syncer did not fail")
+	}
+	var st Status
+	eventually(t, "a's status says synced", func() bool {
+		var err error
+		st, err = a.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Running && len(st.Files) == 1 && st.Files[0].State == StateSynced && st.Files[0].Stable
+	})
+}

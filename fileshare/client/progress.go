@@ -1,0 +1,74 @@
+package client
+
+import "sync/atomic"
+
+// Direction says which way a transfer goes.
+type Direction string
+
+// Directions of a Transfer.
+const (
+	Upload   Direction = "upload"
+	Download Direction = "download"
+)
+
+// Transfer is the progress of one file's upload or download.
+type Transfer struct {
+	Dir  Direction `json:"dir"`
+	Path string    `json:"path"`
+	// Bytes is what the transfer moves over the network (the chunks the
+	// other side lacks), Done how much of it has moved.
+	Bytes int64 `json:"bytes"`
+	Done  int64 `json:"done"`
+	// Size is the file's size; Chunks its chunk count.
+	Size   int64 `json:"size"`
+	Chunks int   `json:"chunks"`
+	// Reused counts chunks not sent: the site held them (upload), or they
+	// came from the cache or from local files (download).
+	Reused int `json:"reused"`
+}
+
+// Progress receives the engine's transfers as they go. Calls come from the
+// goroutine running the round, one transfer at a time; an implementation
+// must not block for long.
+type Progress interface {
+	// Started is called once per transfer, before any byte moves.
+	Started(t Transfer)
+	// Advanced is called after each chunk moved.
+	Advanced(t Transfer)
+	// Finished is called once at the end; err is nil on success.
+	Finished(t Transfer, err error)
+}
+
+type nopProgress struct{}
+
+func (nopProgress) Started(Transfer)         {}
+func (nopProgress) Advanced(Transfer)        {}
+func (nopProgress) Finished(Transfer, error) {}
+
+// Stats counts what a Syncer moved since it was opened.
+type Stats struct {
+	BytesUploaded    int64 `json:"bytes_uploaded"`
+	ChunksUploaded   int64 `json:"chunks_uploaded"`
+	ChunksDeduped    int64 `json:"chunks_deduplicated"` // not uploaded: the site held them
+	BytesDownloaded  int64 `json:"bytes_downloaded"`
+	ChunksDownloaded int64 `json:"chunks_downloaded"`
+	ChunksFromCache  int64 `json:"chunks_from_cache"` // in the chunk cache already (a resumed download)
+	ChunksFromLocal  int64 `json:"chunks_from_local"` // read from files already in the folder
+	FilesUploaded    int64 `json:"files_uploaded"`
+	FilesDownloaded  int64 `json:"files_downloaded"`
+	FilesRemoved     int64 `json:"files_removed"`
+	Conflicts        int64 `json:"conflicts"`
+	Rounds           int64 `json:"rounds"`
+}
+
+type stats struct {
+	bytesUp, chunksUp, deduped, bytesDown, chunksDown, fromCache, fromLocal atomic.Int64
+	filesUp, filesDown, removed, conflicts, rounds                          atomic.Int64
+}
+
+func (s *stats) snapshot() Stats {
+	return Stats{BytesUploaded: s.bytesUp.Load(), ChunksUploaded: s.chunksUp.Load(), ChunksDeduped: s.deduped.Load(),
+		BytesDownloaded: s.bytesDown.Load(), ChunksDownloaded: s.chunksDown.Load(), ChunksFromCache: s.fromCache.Load(),
+		ChunksFromLocal: s.fromLocal.Load(), FilesUploaded: s.filesUp.Load(), FilesDownloaded: s.filesDown.Load(),
+		FilesRemoved: s.removed.Load(), Conflicts: s.conflicts.Load(), Rounds: s.rounds.Load()}
+}

@@ -1,0 +1,33 @@
+// Package filesharetest runs fake file-sharing sites in a test's process:
+// gRPC servers of filesharepb.FileShareServer on 127.0.0.1 port 0 that share
+// one in-memory Cluster (shares and versions, as the KV would replicate
+// them), each with a chunk set of its own. They implement what
+// fileshare.proto says well enough to test a sync client with: shares,
+// Missing, PutChunks checked against their hashes, Commit that needs every
+// chunk held at its site and waits for stability, List with stable and
+// persisted_at, Watch, GetChunks with held = false for chunks that have not
+// arrived. Nothing is persisted or replicated for real and no predicate is
+// evaluated: a version is stable unless the test holds it, and a chunk put
+// at one site is at every other at once unless the test holds its arrival
+// there. Version history is never trimmed (keep_versions is stored, not
+// applied).
+//
+// # Usage
+//
+//	cl := filesharetest.NewCluster()
+//	a, b := cl.Start(t, "us-east-1"), cl.Start(t, "eu-west-1")
+//	cl.CreateShare(t, &filesharepb.Share{Name: "ckpt", CommitMarker: ".metadata"})
+//	cl.HoldStability(true) // versions recorded from now on are not stable
+//	cl.ReleaseAll()        // until released
+//	b.HoldChunks(true)     // chunks put elsewhere do not arrive at b
+//	b.FailGetChunksAfter(3) // b's next GetChunks fails after 3 chunks
+//	cl.Inject(t, v)        // record a version as given, unchecked
+//	cl.WaitFor(t, "two versions", func() bool { return len(cl.Versions()) == 2 })
+//
+// # Concurrency
+//
+// A Cluster and its Servers are safe for concurrent use: one mutex, the
+// Cluster's, guards every site's state and is never held across IO. Every
+// wait in a test goes through WaitFor, which wakes on each change of the
+// cluster's state and fails the test after 10 s.
+package filesharetest
