@@ -197,6 +197,9 @@ func runFiles(ctx context.Context, o fsOptions) error {
 			func() error { return benchFSSyncthing(ctx, o, topo, filepath.Join(work, "syncthing"), res, step) },
 			func(why string) { skipFS(res, sysSyncthing, topo, o, why) }},
 	}
+	// A phase that fails is recorded and the next one still runs, so that
+	// one system's failure does not cost the other's figures.
+	var failed []error
 	for _, ph := range phases {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -211,7 +214,9 @@ func runFiles(ctx context.Context, o fsOptions) error {
 			return serr
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", ph.what, err)
+			fmt.Fprintf(o.progress, "FAILED: %s: %v\n", ph.what, err)
+			res.note("Failed: %s: %v", ph.what, err)
+			failed = append(failed, fmt.Errorf("%s: %w", ph.what, err))
 		}
 	}
 	if err := save(); err != nil {
@@ -222,7 +227,7 @@ func runFiles(ctx context.Context, o fsOptions) error {
 		fmt.Fprintf(o.progress, "%-14s %s: %s\n", t.Status, t.Name, t.Detail)
 	}
 	step("done: %s, %s", filepath.Join(o.out, reportFile), filepath.Join(o.out, resultsFile))
-	return nil
+	return errors.Join(failed...)
 }
 
 // checkDisk refuses to start when the work folder's filesystem lacks room
@@ -498,7 +503,15 @@ func benchFSSyncthing(ctx context.Context, o fsOptions, topo *wan.Topology, dir 
 	}()
 	fmt.Fprintf(o.progress, "syncthing: %d instances connected through their emulated links; %s sendonly, the others receiveonly\n", len(topo.Sites), o.origin)
 	folder := c.FolderPath(o.origin)
-	m := ckptMeasure{system: sysSyncthing, origin: o.origin, folder: folder, staging: filepath.Join(dir, "staging"),
+	// Syncthing's monitor and its child per site, and this process (the
+	// links), for their CPU time.
+	pids := map[string]int{"wanbench (links, polling)": os.Getpid()}
+	for _, s := range topo.Sites {
+		for _, pid := range pidsWith(filepath.Join(dir, s, "home")) {
+			pids[fmt.Sprintf("syncthing@%s pid %d", s, pid)] = pid
+		}
+	}
+	m := ckptMeasure{system: sysSyncthing, pids: pids, origin: o.origin, folder: folder, staging: filepath.Join(dir, "staging"),
 		receivers: res.receivers(), topo: topo, bw: o.bandwidth, progress: o.progress,
 		wire: c.WireBytes,
 		afterCommit: func(ctx context.Context) error {

@@ -237,3 +237,23 @@ func wireDelta(a, b map[stpeer.Link]int64) map[string]int64 {
 	}
 	return out
 }
+
+// pidsWith finds the processes whose command line contains arg, by pid.
+func pidsWith(arg string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(b, []byte(arg)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

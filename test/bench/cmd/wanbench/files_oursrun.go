@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,7 +23,7 @@ func benchFSOurs(ctx context.Context, o fsOptions, topo *wan.Topology, dir strin
 		return err
 	}
 	origin := c.folders[o.origin]
-	pids := map[string]int{}
+	pids := map[string]int{"wanbench (links, polling)": os.Getpid()}
 	for s, pid := range c.sitePIDs() {
 		pids["stabilizerd@"+s] = pid
 	}
@@ -262,6 +263,8 @@ func benchFSMemory(ctx context.Context, o fsOptions, c *fsCluster, pids map[stri
 	if err := setAllBandwidth(c.net, o.memBandwidth); err != nil {
 		return m, err
 	}
+	pids = maps.Clone(pids)
+	delete(pids, "wanbench (links, polling)")
 	for name, pid := range pids {
 		if v, err := statusMiB(pid, "VmHWM"); err == nil {
 			m.HWMRun[name] = v
@@ -285,6 +288,7 @@ func benchFSMemory(ctx context.Context, o fsOptions, c *fsCluster, pids map[stri
 	sampler := startLinkSampler(ctx, c.wireBytes, o.origin, t0, time.Second, 3*time.Second,
 		func(s string) { fmt.Fprintln(o.progress, s) }, nil)
 	var last time.Time
+	var failed error
 	for _, s := range without(c.sitesNames(), o.origin) {
 		p := filepath.Join(c.folders[s], filepath.FromSlash(rel))
 		at, err := pollUntil(ctx, 20*time.Millisecond, func() (bool, error) {
@@ -295,16 +299,16 @@ func benchFSMemory(ctx context.Context, o fsOptions, c *fsCluster, pids map[stri
 			return st.Size() == o.bigBytes, nil
 		})
 		if err != nil {
-			sampler.finish()
-			m.Error = fmt.Sprintf("%s: %v", s, err)
-			return m, fmt.Errorf("memory phase: %s: %w", s, err)
+			failed = fmt.Errorf("not complete at %s after %.0f s: %w", s, time.Since(t0).Seconds(), err)
+			break
 		}
 		if at.After(last) {
 			last = at
 		}
 	}
 	sampler.finish()
-	m.TookMs = ms(last.Sub(t0))
+	// The peaks are read also when the file did not get through: they
+	// are what the run saw until then.
 	for name, pid := range pids {
 		v, err := statusMiB(pid, "VmHWM")
 		if err != nil {
@@ -312,6 +316,12 @@ func benchFSMemory(ctx context.Context, o fsOptions, c *fsCluster, pids map[stri
 		}
 		m.HWM[name] = v
 	}
+	if failed != nil {
+		m.Error = failed.Error()
+		fmt.Fprintf(o.progress, "  %s\n", m.Error)
+		return m, nil
+	}
+	m.TookMs = ms(last.Sub(t0))
 	for _, s := range without(c.sitesNames(), o.origin) {
 		got, err := sha256File(filepath.Join(c.folders[s], filepath.FromSlash(rel)))
 		if err != nil {

@@ -83,7 +83,7 @@ func fsReport(res *fsResults, plots []string) string {
 		res.Shards, mib(res.ShardBytes), fsEditShare*100)
 	w("- **Bound** = bytes the receiver lacks / link bandwidth + round trip(origin, receiver). The bytes it lacks are the checkpoint's changed bytes (what the previous checkpoint does not have, the same for both systems). "+
 		"For *stable under majority* the receiver is the origin's nearest other site (%s): majority of three is the origin and one more.\n", res.Nearest)
-	w("- Times run from the commit (the return of the marker's rename). Ours: stable = the origin site's `List` (gRPC) polled every 10 ms until every file of the commit is marked stable; complete = the receiving folder polled every 5 ms until the directory is there with every file at its size (the client installs a commit with one rename; contents hashed afterwards). "+
+	w("- Times run from the commit (the return of the marker's rename). Ours: stable = the origin site's `List` (gRPC) polled every 10 ms until every file of the commit is marked stable; complete = the receiving folder polled every 5 ms until the directory is there with every file at its size (the client installs a commit with one rename; contents hashed afterwards). " +
 		"Syncthing: complete = the time on the `ItemFinished` event of the last file at the receiver, once the file hashes right.\n")
 	w("- Bytes on the wire are the emulated links' own counters (`wan_delivered_bytes_total`), for both systems: framing, TLS (Syncthing) and acks included, from just before the shards were written until the links went quiet after the last region completed.\n")
 	w("- stabsync's settle time: **%s** (`stabsync init --settle`; default 2 s): a file is published once its size and mtime stayed the same that long.\n", res.Settle)
