@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/chunks"
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
+	"github.com/stabilizer/stabilizer/fileshare/chunks"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/plan"
 	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
@@ -621,6 +621,13 @@ func (s *Syncer) install(tmp string, a plan.Action) error {
 	if err := s.root.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("client: download %s: %w", a.Path, err)
 	}
+	// The stat recorded is the assembled file's, taken before the
+	// rename (which keeps it): a write that lands right after the rename
+	// then differs from the index and is published, not lost.
+	l, _, err := s.statLocal(tmp)
+	if err != nil {
+		return err
+	}
 	if !s.expectHolds(a.Path, a.Expect) {
 		return fmt.Errorf("client: download %s: %w", a.Path, ErrChanged)
 	}
@@ -630,14 +637,12 @@ func (s *Syncer) install(tmp string, a plan.Action) error {
 	if err := syncDir(s.root, dir); err != nil {
 		return err
 	}
-	return s.recordDownload(a)
+	return s.recordDownload(a, l)
 }
 
-func (s *Syncer) recordDownload(a plan.Action) error {
-	l, _, err := s.statLocal(a.Path)
-	if err != nil {
-		return err
-	}
+// recordDownload records a version made visible, with the stat its file
+// had when assembled.
+func (s *Syncer) recordDownload(a plan.Action, l plan.Local) error {
 	v := a.Version
 	s.ix.Base[a.Path] = plan.Base{Path: a.Path, Version: v.ID, Content: v.Content, Size: l.Size, MTime: l.MTime, Mode: l.Mode}
 	s.ix.Files[a.Path] = fileInfo{Size: l.Size, MTime: l.MTime, Mode: l.Mode, Content: v.Content, Chunks: v.Chunks}
@@ -675,6 +680,7 @@ func (s *Syncer) installDir(ctx context.Context, acts []plan.Action, rule plan.C
 		return true, err
 	}
 	dirs := map[string]bool{tmp: true}
+	var stats []plan.Local
 	for _, a := range acts {
 		rel := strings.TrimPrefix(a.Path, dir+"/")
 		target := path.Join(tmp, rel)
@@ -691,6 +697,11 @@ func (s *Syncer) installDir(ctx context.Context, acts []plan.Action, rule plan.C
 		if err := s.assemble(ctx, v, target); err != nil {
 			return fail(err)
 		}
+		l, _, err := s.statLocal(target)
+		if err != nil {
+			return fail(err)
+		}
+		stats = append(stats, l)
 	}
 	for d := range dirs {
 		if err := syncDir(s.root, d); err != nil {
@@ -713,7 +724,7 @@ func (s *Syncer) installDir(ctx context.Context, acts []plan.Action, rule plan.C
 	vs := make([]plan.Version, len(acts))
 	for i, a := range acts {
 		vs[i] = a.Version
-		if err := s.recordDownload(a); err != nil {
+		if err := s.recordDownload(a, stats[i]); err != nil {
 			return true, err
 		}
 	}
@@ -732,8 +743,8 @@ func (s *Syncer) dropCached(vs []plan.Version) {
 	}
 }
 
-// prefetch fetches into the cache the chunks of versions not stable yet
-// that other sites wrote, as they reach the site.
+// prefetch fetches into the cache the chunks of versions not shown yet
+// (not stable, or pending) that other sites wrote, as they reach the site.
 func (s *Syncer) prefetch(ctx context.Context, versions []plan.Version, view plan.View) {
 	pending := map[plan.VersionID]bool{}
 	for _, p := range view.Pending {
@@ -741,7 +752,7 @@ func (s *Syncer) prefetch(ctx context.Context, versions []plan.Version, view pla
 	}
 	var vs []plan.Version
 	for _, v := range versions {
-		if pending[v.ID] && !v.Deleted && safepath.Check(v.Path) == nil {
+		if (pending[v.ID] || !v.Stable) && !v.Deleted && safepath.Check(v.Path) == nil {
 			if b, ok := s.ix.Base[v.Path]; ok && b.Version == v.ID {
 				continue // ours
 			}

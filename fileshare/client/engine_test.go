@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/plan"
 )
 
 // fakeClock is the clock of settling in tests.
@@ -176,10 +177,10 @@ func TestFolderMissingStops(t *testing.T) {
 	}
 }
 
-func vsID(ids []string) []planVersionID {
-	out := make([]planVersionID, len(ids))
+func vsID(ids []string) []plan.VersionID {
+	out := make([]plan.VersionID, len(ids))
 	for i, id := range ids {
-		out[i] = planVersionID(id)
+		out[i] = plan.VersionID(id)
 	}
 	return out
 }

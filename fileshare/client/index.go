@@ -9,7 +9,7 @@ import (
 	"os"
 	"path"
 
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
+	"github.com/stabilizer/stabilizer/fileshare/plan"
 	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/plan"
 	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/plan"
 )
 
 // MaxMessage bounds gRPC messages both ways: a chunk of at most 8 MiB and

@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
+	"github.com/stabilizer/stabilizer/fileshare/plan"
 	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 

@@ -11,8 +11,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/plan"
 	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
@@ -247,6 +247,14 @@ func (s *Syncer) Status(ctx context.Context) (Status, error) {
 	pendingAt := map[string]plan.Pending{}
 	for _, p := range view.Pending {
 		pendingAt[p.Path] = p
+	}
+	for _, v := range versions {
+		if !v.Stable && safepath.Check(v.Path) == nil {
+			if b, ok := base[v.Path]; !ok || b.Version != v.ID {
+				pendingAt[v.Path] = plan.Pending{ID: v.ID, Path: v.Path, Reason: "not stable yet"}
+				paths[v.Path] = true
+			}
+		}
 	}
 	for _, p := range slices.Sorted(maps.Keys(paths)) {
 		fsx := FileStatus{Path: p}

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/plan"
 	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 
@@ -267,6 +267,8 @@ func (s *Syncer) Run(ctx context.Context) error {
 				if !watched[d] {
 					if err := w.Add(path.Join(s.folder, d)); err == nil {
 						watched[d] = true
+						// What changed in d before the watch went unseen.
+						wait = 0
 					}
 				}
 			}
@@ -455,7 +457,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 		s.execute(ctx, dec.Actions, rule, &res)
 		if ctx.Err() == nil {
 			s.prefetch(ctx, versions, view)
-			if res.Waiting == 0 && res.Failed == 0 && len(view.Pending) == 0 {
+			if res.Waiting == 0 && res.Failed == 0 && len(view.Pending) == 0 && !anyUnstable(versions) {
 				s.gcCache()
 			}
 		}
@@ -503,4 +505,13 @@ func (s *Syncer) filterView(v *plan.View, ig ignorer) []string {
 	}
 	sort.Strings(refused)
 	return refused
+}
+
+func anyUnstable(vs []plan.Version) bool {
+	for _, v := range vs {
+		if !v.Stable {
+			return true
+		}
+	}
+	return false
 }

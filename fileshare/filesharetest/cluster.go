@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/fileshare/plan"
 	"github.com/stabilizer/stabilizer/fileshare/safepath"
 )
 

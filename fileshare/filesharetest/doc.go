@@ -21,7 +21,7 @@
 //	cl.ReleaseAll()        // until released
 //	b.HoldChunks(true)     // chunks put elsewhere do not arrive at b
 //	b.FailGetChunksAfter(3) // b's next GetChunks fails after 3 chunks
-//	cl.Inject(t, v)        // record a version as given, unchecked
+//	cl.Inject(t, "ckpt", v) // record a version as given, unchecked
 //	cl.WaitFor(t, "two versions", func() bool { return len(cl.Versions()) == 2 })
 //
 // # Concurrency

@@ -1,5 +1,0 @@
-package client
-
-import "github.com/stabilizer/stabilizer/fileshare/client/shim/plan"
-
-type planVersionID = plan.VersionID
