@@ -18,10 +18,11 @@ import (
 // during the first) and the memory phase.
 func benchFSOurs(ctx context.Context, o fsOptions, topo *wan.Topology, dir string, res *fsResults, step func(string, ...any)) error {
 	c, err := startFSCluster(ctx, o, topo, dir)
-	defer c.Close(o.progress)
 	if err != nil {
+		c.Close(o.progress) // what it started
 		return err
 	}
+	defer c.Close(o.progress)
 	origin := c.folders[o.origin]
 	pids := map[string]int{"wanbench (links, polling)": os.Getpid()}
 	for s, pid := range c.sitePIDs() {
