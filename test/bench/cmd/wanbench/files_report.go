@@ -82,7 +82,8 @@ func fsReport(res *fsResults, plots []string) string {
 		"Checkpoint 2 in `ckpt/step-2000/`: shard 0 unchanged, shard 1 rewritten, shards 2 and 3 with %.0f%% of their bytes changed in contiguous 4 MiB runs at random offsets, shard 4 added.\n",
 		res.Shards, mib(res.ShardBytes), fsEditShare*100)
 	w("- **Bound** = bytes the receiver lacks / link bandwidth + round trip(origin, receiver). The bytes it lacks are the checkpoint's changed bytes (what the previous checkpoint does not have, the same for both systems). "+
-		"For *stable under majority* the receiver is the origin's nearest other site (%s): majority of three is the origin and one more.\n", res.Nearest)
+		"For *stable under majority* the receiver is the origin's nearest other site (%s): majority of three is the origin and one more. "+
+		"The bound counts one path, origin → receiver: a system that also relays through the third site (Syncthing pulls blocks from any peer that has them; see the links between the receivers) has two links into each receiver and can beat it.\n", res.Nearest)
 	w("- Times run from the commit (the return of the marker's rename). Ours: stable = the origin site's `List` (gRPC) polled every 10 ms until every file of the commit is marked stable; complete = the receiving folder polled every 5 ms until the directory is there with every file at its size (the client installs a commit with one rename; contents hashed afterwards). " +
 		"Syncthing: complete = the time on the `ItemFinished` event of the last file at the receiver, once the file hashes right.\n")
 	w("- Bytes on the wire are the emulated links' own counters (`wan_delivered_bytes_total`), for both systems: framing, TLS (Syncthing) and acks included, from just before the shards were written until the links went quiet after the last region completed.\n")
