@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test demo demo-predicates bench bench-pubsub bench-go lint fuzz proto clean
+.PHONY: all build test demo demo-predicates bench bench-pubsub bench-files bench-go lint fuzz proto clean
 
 all: build
 
@@ -53,6 +53,24 @@ bench-pubsub:
 	$(GO) build -o bin/ ./cmd/...
 	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
 	bin/wanbench pubsub --topology ec2-3 --out $(PUBSUB_OUT)
+
+# Issue 17's side-by-side run: our file sync (stabilizerd sites + stabsync)
+# against Syncthing on the ec2-3 emulated WAN, every link at 25MB/s: two
+# checkpoint commits (time to stable and to complete against the bound,
+# bytes on the wire), KV put latency while one streams, chunking on one
+# core, peak RSS while a 2 GiB file syncs. About 10 minutes and up to 40 GB
+# of disk writes under FILES_OUT/work (removed at the end). Results in
+# FILES_OUT (report.md, results.json, PNGs).
+FILES_OUT ?= bin/bench-files
+bench-files: bin/syncthing
+	$(GO) build -o bin/ ./cmd/...
+	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
+	bin/wanbench files --topology ec2-3 --out $(FILES_OUT)
+
+# Syncthing v1.30.0, the file bench's peer, from its own module (about 1.5
+# minutes cold).
+bin/syncthing: test/peers/syncthing/go.mod
+	cd test/peers/syncthing && $(GO) build -tags noassets -o ../../../bin/syncthing github.com/syncthing/syncthing/cmd/syncthing
 
 # Go benchmarks of every package; BENCH narrows them, e.g. make bench-go BENCH=Eval.
 BENCH ?= .

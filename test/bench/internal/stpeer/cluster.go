@@ -451,7 +451,15 @@ func (c *Cluster) WireBytes() (map[Link]int64, error) {
 
 // gather reads one of the network's per-link metrics.
 func (c *Cluster) gather(name string) (map[Link]int64, error) {
-	mfs, err := c.reg.Gather()
+	return GatherLinks(c.reg, name)
+}
+
+// GatherLinks reads one per-link metric (wan_delivered_bytes_total,
+// wan_connections, ...) of a wan.Network registered in g, by directed
+// link. The file-sync bench reads our own sites' links with it too, so
+// that both systems are measured alike.
+func GatherLinks(g prometheus.Gatherer, name string) (map[Link]int64, error) {
+	mfs, err := g.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("stpeer: reading link metrics: %w", err)
 	}
