@@ -36,9 +36,20 @@ func main() {
 // (writes/s 22-23k at 100 and 26-29k at 200-400, alternating runs).
 const defaultGCPercent = 400
 
+// defaultMemoryLimit caps the Go heap's growth unless GOMEMLIMIT is set:
+// at 400 a heap that churns through file chunks (1 MiB buffers, 60 MB in
+// use) grew to five times that before a collection, and a site syncing a
+// 2 GiB file reached 0.7-1 GB of RSS. Under the limit the collector runs
+// earlier only when the heap nears it, so a KV site's small heap keeps the
+// cheap setting above.
+const defaultMemoryLimit = 192 << 20
+
 func setGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 }
 

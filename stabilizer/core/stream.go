@@ -189,6 +189,10 @@ func (s *stream) trim(low uint64, maxBytes int) {
 		return
 	}
 	s.memBytes = bytes
+	// Drop the trimmed entries' payloads now: the backing array outlives
+	// them until the copy below, and with large entries (file chunks) it
+	// would hold gigabytes no one can read.
+	clear(s.mem[:k])
 	s.mem = s.mem[k:]
 	// Copy out when most of the backing array is dead, so that trimmed
 	// payloads are garbage-collected.
