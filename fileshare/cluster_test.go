@@ -337,3 +337,49 @@ func TestHistoryRetention(t *testing.T) {
 		t.Errorf("a second prune pruned %d more", n)
 	}
 }
+
+// TestEarlyCommit: a version recorded before its chunks are uploaded is
+// listed everywhere at once, unstable, with its chunks named by hash, and
+// becomes stable at every site once the chunks arrive.
+func TestEarlyCommit(t *testing.T) {
+	c := newCluster(t, sites3...)
+	c.share(t, us, &filesharepb.Share{Name: "ckpt"})
+	data := []byte("shard bytes that are not uploaded yet")
+	h := sha256.Sum256(data)
+	f := &filesharepb.FileVersion{Path: "step-1/shard-0", Size: int64(len(data)),
+		Chunks: []*filesharepb.ChunkRef{{Hash: h[:], Size: uint32(len(data))}}}
+	if _, err := c.svc(us).Commit(ctxT(t), "ckpt", []*filesharepb.FileVersion{f}, CommitOptions{}); !errors.Is(err, ErrMissingChunk) {
+		t.Fatalf("a commit naming a chunk not uploaded: %v, want ErrMissingChunk", err)
+	}
+	vs, err := c.svc(us).Commit(ctxT(t), "ckpt", []*filesharepb.FileVersion{f}, CommitOptions{Early: true})
+	if err != nil || len(vs) != 1 || vs[0].Stable {
+		t.Fatalf("early commit: %v, %v", vs, err)
+	}
+	for _, site := range []string{eu, ap} {
+		stabilizertest.Eventually(t, 0, func() error {
+			v, err := version(t, c.svc(site), "ckpt", f.Path)
+			if err != nil {
+				return err
+			}
+			if v.Stable || len(v.PersistedAt) > 0 {
+				t.Fatalf("%s: stable %v persisted at %v before the chunk was uploaded", site, v.Stable, v.PersistedAt)
+			}
+			return nil
+		})
+	}
+	if _, _, err := c.svc(us).chunks.put(ctxT(t), h, data); err != nil {
+		t.Fatal(err)
+	}
+	for _, site := range sites3 {
+		stabilizertest.Eventually(t, 0, func() error {
+			v, err := version(t, c.svc(site), "ckpt", f.Path)
+			if err != nil {
+				return err
+			}
+			if !v.Stable {
+				return fmt.Errorf("%s: not stable yet", site)
+			}
+			return nil
+		})
+	}
+}

@@ -91,7 +91,7 @@ func (g *Server) PutChunks(st filesharepb.FileShare_PutChunksServer) error {
 }
 
 func (g *Server) Commit(ctx context.Context, r *filesharepb.CommitRequest) (*filesharepb.CommitResponse, error) {
-	vs, err := g.s.Commit(ctx, r.Share, r.Files, CommitOptions{Commit: r.Commit, NoWait: r.NoWait,
+	vs, err := g.s.Commit(ctx, r.Share, r.Files, CommitOptions{Commit: r.Commit, NoWait: r.NoWait, Early: r.Early,
 		Timeout: time.Duration(r.TimeoutMs) * time.Millisecond})
 	if err != nil {
 		return nil, toStatus(err)

@@ -150,6 +150,15 @@ func converged(fs []*folder) func() error {
 func threeFolders(t *testing.T, sh client.Share) (*cluster, []*folder) {
 	c := newCluster(t, sites3...)
 	a := c.folder(t, us, sh.Name, &sh)
+	// Created under majority: a third site may not know it yet.
+	stabilizertest.Eventually(t, 0, func() error {
+		for _, site := range sites3 {
+			if _, err := c.svc(site).Share(ctxT(t), sh.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	return c, []*folder{a, c.folder(t, eu, sh.Name, nil), c.folder(t, ap, sh.Name, nil)}
 }
 

@@ -35,6 +35,10 @@ type CommitOptions struct {
 	Commit  bool          // the files form one commit (visible together)
 	Timeout time.Duration // 0: Config.DefaultTimeout
 	NoWait  bool          // return once recorded, stable or not
+	// Early records the versions before their chunks are all here: a
+	// chunk not held yet is named by hash and size, located by hash at
+	// each site once it arrives. Implies NoWait.
+	Early bool
 }
 
 // Commit records file versions once every chunk they name is held here,
@@ -51,7 +55,8 @@ func (s *Service) Commit(ctx context.Context, share string, files []*filesharepb
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%w: commit to %q names no file", ErrBadVersion, share)
 	}
-	vs, err := s.buildVersions(sh, files, o.Commit)
+	o.NoWait = o.NoWait || o.Early
+	vs, err := s.buildVersions(sh, files, o.Commit, o.Early)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +98,7 @@ func (s *Service) Commit(ctx context.Context, share string, files []*filesharepb
 
 // buildVersions checks what a client sent and completes it into versions:
 // id, HLC and origin from this site, chunk locations from what it holds.
-func (s *Service) buildVersions(sh *filesharepb.Share, files []*filesharepb.FileVersion, commit bool) ([]*filesharepb.Version, error) {
+func (s *Service) buildVersions(sh *filesharepb.Share, files []*filesharepb.FileVersion, commit, early bool) ([]*filesharepb.Version, error) {
 	var errs []error
 	vs := make([]*filesharepb.Version, 0, len(files))
 	seen := map[string]bool{}
@@ -114,7 +119,7 @@ func (s *Service) buildVersions(sh *filesharepb.Share, files []*filesharepb.File
 			HlcWall: h.Wall, HlcLogical: h.Logical, Origin: s.node.Site(),
 		}
 		if !f.Deleted {
-			if err := s.resolveChunks(v, f); err != nil {
+			if err := s.resolveChunks(v, f, early); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -138,8 +143,9 @@ func (s *Service) buildVersions(sh *filesharepb.Share, files []*filesharepb.File
 }
 
 // resolveChunks fills v's chunk list, size and content from what this site
-// holds of the chunks f names.
-func (s *Service) resolveChunks(v *filesharepb.Version, f *filesharepb.FileVersion) error {
+// holds of the chunks f names; early, a chunk not held yet keeps the size
+// the client gave and no location.
+func (s *Service) resolveChunks(v *filesharepb.Version, f *filesharepb.FileVersion, early bool) error {
 	chunks := make([]plan.Chunk, 0, len(f.Chunks))
 	for i, c := range f.Chunks {
 		if len(c.Hash) != 32 {
@@ -150,7 +156,9 @@ func (s *Service) resolveChunks(v *filesharepb.Version, f *filesharepb.FileVersi
 		if err != nil {
 			return err
 		}
-		if !ok {
+		if !ok && early {
+			r = Ref{Size: c.Size}
+		} else if !ok {
 			return fmt.Errorf("%w: %q chunk %d (%x): upload it first", ErrMissingChunk, f.Path, i, h[:8])
 		}
 		v.Chunks = append(v.Chunks, &filesharepb.ChunkRef{Hash: c.Hash, Size: r.Size, Origin: r.Origin, Seq: r.Seq})
@@ -227,7 +235,9 @@ func (s *Service) List(ctx context.Context, share, p string) ([]*filesharepb.Ver
 }
 
 // stability answers, for one List, where versions are stable: frontiers
-// and ack tables are read once per stream.
+// and ack tables are read once per stream. A chunk recorded without a
+// location (an early commit) is located by hash here; one not held here
+// yet keeps its version unstable.
 type stability struct {
 	s      *Service
 	pred   string
@@ -269,15 +279,27 @@ func (st *stability) persistedAt(ctx context.Context, id stabilizer.StreamID, si
 // mark sets v.Stable and v.PersistedAt: the manifest (kv write origin:seq)
 // and each chunk are covered by the frontier, and persisted, per site.
 func (st *stability) mark(ctx context.Context, v *filesharepb.Version, origin string, seq uint64) {
-	need := highestChunks([]*filesharepb.Version{v})
-	need["\x00kv:"+origin] = seq
+	need := map[string]uint64{"\x00kv:" + origin: seq}
+	located := true
+	for _, c := range v.Chunks {
+		o, q := c.Origin, c.Seq
+		if o == "" {
+			r, ok, err := st.s.chunks.lookup([32]byte(c.Hash))
+			if err != nil || !ok {
+				located = false
+				continue
+			}
+			o, q = r.Origin, r.Seq
+		}
+		need[o] = max(need[o], q)
+	}
 	id := func(k string) stabilizer.StreamID {
 		if o, ok := strings.CutPrefix(k, "\x00kv:"); ok {
 			return stabilizer.StreamID{Origin: o, Name: kv.Stream}
 		}
 		return stabilizer.StreamID{Origin: k, Name: Stream}
 	}
-	v.Stable = true
+	v.Stable = located
 	for k, q := range need {
 		if st.frontier(ctx, id(k)) < q {
 			v.Stable = false
@@ -285,7 +307,7 @@ func (st *stability) mark(ctx context.Context, v *filesharepb.Version, origin st
 	}
 	v.PersistedAt = v.PersistedAt[:0]
 	for i, site := range st.sites {
-		ok := true
+		ok := located
 		for k, q := range need {
 			if st.persistedAt(ctx, id(k), i) < q {
 				ok = false

@@ -152,11 +152,18 @@ func (s *Syncer) execute(ctx context.Context, acts []plan.Action, rule plan.Comm
 
 // upload publishes local files: their chunks the site lacks, then one
 // Commit request for all of them (commit says they are one commit).
+//
+// The versions are recorded first (an early commit: the site locates their
+// chunks by hash as they arrive), then the chunks go up: so other sites'
+// clients know what to fetch while the bytes cross, and a checkpoint's
+// shards stream to them as they reach their site, not after the last one.
+// If an upload fails, its versions stay recorded but never become stable
+// (they lack chunks), and the next round publishes the file again.
 func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) error {
 	var files []*filesharepb.FileVersion
 	var infos []fileInfo
 	for _, a := range acts {
-		info, err := s.pushFile(ctx, a)
+		info, err := s.prepareUpload(a)
 		if err != nil {
 			return err
 		}
@@ -167,7 +174,7 @@ func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) er
 	var resp *filesharepb.CommitResponse
 	err := s.r.call(ctx, func(ctx context.Context, api filesharepb.FileShareClient) error {
 		var err error
-		resp, err = api.Commit(ctx, &filesharepb.CommitRequest{Share: s.cfg.Share, Files: files, Commit: commit, NoWait: true})
+		resp, err = api.Commit(ctx, &filesharepb.CommitRequest{Share: s.cfg.Share, Files: files, Commit: commit, NoWait: true, Early: true})
 		return err
 	})
 	if err != nil {
@@ -175,6 +182,11 @@ func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) er
 	}
 	if len(resp.Versions) != len(acts) {
 		return fmt.Errorf("client: commit %s: the site answered %d versions for %d files", acts[0].Path, len(resp.Versions), len(acts))
+	}
+	for i, a := range acts {
+		if err := s.pushFile(ctx, a, infos[i]); err != nil {
+			return err
+		}
 	}
 	for i, v := range resp.Versions {
 		info := infos[i]
@@ -186,9 +198,9 @@ func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) er
 	return s.ix.save(s.root)
 }
 
-// pushFile puts the chunks of a local file the site lacks and checks the
-// file did not change meanwhile.
-func (s *Syncer) pushFile(ctx context.Context, a plan.Action) (fileInfo, error) {
+// prepareUpload returns a local file's chunk list, as the index has it for
+// the file's stat or chunking it again.
+func (s *Syncer) prepareUpload(a plan.Action) (fileInfo, error) {
 	l, ok, err := s.statLocal(a.Path)
 	if err != nil || !ok {
 		return fileInfo{}, fmt.Errorf("client: upload %s: %w", a.Path, errors.Join(err, ErrChanged))
@@ -202,6 +214,12 @@ func (s *Syncer) pushFile(ctx context.Context, a plan.Action) (fileInfo, error) 
 			return fileInfo{}, err
 		}
 	}
+	return info, nil
+}
+
+// pushFile puts the chunks of a local file the site lacks and checks the
+// file did not change meanwhile.
+func (s *Syncer) pushFile(ctx context.Context, a plan.Action, info fileInfo) error {
 	// Which distinct chunks the site lacks.
 	var hashes [][]byte
 	seenH := map[plan.Hash]bool{}
@@ -221,7 +239,7 @@ func (s *Syncer) pushFile(ctx context.Context, a plan.Action) (fileInfo, error) 
 			return err
 		})
 		if err != nil {
-			return fileInfo{}, s.r.explain("missing chunks of "+a.Path, err)
+			return s.r.explain("missing chunks of "+a.Path, err)
 		}
 		for _, h := range resp.Missing {
 			lack[plan.Hash(h)] = true
@@ -239,14 +257,14 @@ func (s *Syncer) pushFile(ctx context.Context, a plan.Action) (fileInfo, error) 
 		err := s.putChunks(ctx, a.Path, info, lack, &t)
 		s.finishTransfer(t, err)
 		if err != nil {
-			return fileInfo{}, err
+			return err
 		}
 	}
 	after, ok, err := s.statLocal(a.Path)
 	if err != nil || !ok || !info.matches(after) {
-		return fileInfo{}, fmt.Errorf("client: upload %s: %w", a.Path, errors.Join(err, ErrChanged))
+		return fmt.Errorf("client: upload %s: %w", a.Path, errors.Join(err, ErrChanged))
 	}
-	return info, nil
+	return nil
 }
 
 // putChunks streams the chunks in lack, read from the file at their

@@ -882,7 +882,14 @@ type CommitRequest struct {
 	// timeout_ms bounds the wait for stability; 0 means the site's default.
 	TimeoutMs int64 `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// no_wait returns once the versions are recorded, stable or not.
-	NoWait        bool `protobuf:"varint,5,opt,name=no_wait,json=noWait,proto3" json:"no_wait,omitempty"`
+	NoWait bool `protobuf:"varint,5,opt,name=no_wait,json=noWait,proto3" json:"no_wait,omitempty"`
+	// early records the versions before their chunks are uploaded (chunks
+	// the site does not hold yet are named by hash and size only, and
+	// located by hash at each site as they arrive), and returns at once, as
+	// no_wait: other sites' clients can then fetch the chunks as they
+	// arrive. A version stays unstable until every chunk it names is held
+	// and persisted where the visibility predicate says.
+	Early         bool `protobuf:"varint,6,opt,name=early,proto3" json:"early,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -948,6 +955,13 @@ func (x *CommitRequest) GetTimeoutMs() int64 {
 func (x *CommitRequest) GetNoWait() bool {
 	if x != nil {
 		return x.NoWait
+	}
+	return false
+}
+
+func (x *CommitRequest) GetEarly() bool {
+	if x != nil {
+		return x.Early
 	}
 	return false
 }
@@ -1372,14 +1386,15 @@ const file_fileshare_filesharepb_fileshare_proto_rawDesc = "" +
 	"\x04size\x18\x05 \x01(\x03R\x04size\x12\x12\n" +
 	"\x04mode\x18\x06 \x01(\rR\x04mode\x12\x14\n" +
 	"\x05mtime\x18\a \x01(\x03R\x05mtime\x129\n" +
-	"\x06chunks\x18\b \x03(\v2!.stabilizer.fileshare.v1.ChunkRefR\x06chunks\"\xb1\x01\n" +
+	"\x06chunks\x18\b \x03(\v2!.stabilizer.fileshare.v1.ChunkRefR\x06chunks\"\xc7\x01\n" +
 	"\rCommitRequest\x12\x14\n" +
 	"\x05share\x18\x01 \x01(\tR\x05share\x12:\n" +
 	"\x05files\x18\x02 \x03(\v2$.stabilizer.fileshare.v1.FileVersionR\x05files\x12\x16\n" +
 	"\x06commit\x18\x03 \x01(\bR\x06commit\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x04 \x01(\x03R\ttimeoutMs\x12\x17\n" +
-	"\ano_wait\x18\x05 \x01(\bR\x06noWait\"N\n" +
+	"\ano_wait\x18\x05 \x01(\bR\x06noWait\x12\x14\n" +
+	"\x05early\x18\x06 \x01(\bR\x05early\"N\n" +
 	"\x0eCommitResponse\x12<\n" +
 	"\bversions\x18\x01 \x03(\v2 .stabilizer.fileshare.v1.VersionR\bversions\"7\n" +
 	"\vListRequest\x12\x14\n" +

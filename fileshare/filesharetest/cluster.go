@@ -266,7 +266,9 @@ func (c *Cluster) recordLocked(v *filesharepb.Version) {
 // decorateLocked returns a copy of v with stable and persisted_at set.
 func (c *Cluster) decorateLocked(v *filesharepb.Version) *filesharepb.Version {
 	out := proto.Clone(v).(*filesharepb.Version)
-	out.Stable = !c.mu.held[v.Id]
+	// An early commit's version is stable only once its origin holds
+	// every chunk.
+	out.Stable = !c.mu.held[v.Id] && c.holdsAllLocked(v.Origin, v)
 	for _, n := range c.mu.order {
 		s := c.mu.sites[n]
 		all := true
@@ -281,6 +283,19 @@ func (c *Cluster) decorateLocked(v *filesharepb.Version) *filesharepb.Version {
 		}
 	}
 	return out
+}
+
+func (c *Cluster) holdsAllLocked(site string, v *filesharepb.Version) bool {
+	s := c.mu.sites[site]
+	if s == nil {
+		return true
+	}
+	for _, r := range v.Chunks {
+		if _, ok := s.chunks[[32]byte(r.Hash)]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Cluster) list(share, path string) ([]*filesharepb.Version, error) {
@@ -382,7 +397,7 @@ func (c *Cluster) commit(name string, r *filesharepb.CommitRequest) ([]*fileshar
 			if len(ch.Hash) != 32 {
 				return nil, status.Errorf(codes.InvalidArgument, "commit %s: chunk hash of %d bytes", f.Path, len(ch.Hash))
 			}
-			if _, ok := s.chunks[[32]byte(ch.Hash)]; !ok {
+			if _, ok := s.chunks[[32]byte(ch.Hash)]; !ok && !r.Early {
 				return nil, status.Errorf(codes.FailedPrecondition, "commit %s: chunk %x is not held at %s", f.Path, ch.Hash, name)
 			}
 		}
@@ -393,8 +408,11 @@ func (c *Cluster) commit(name string, r *filesharepb.CommitRequest) ([]*fileshar
 		v := &filesharepb.Version{Share: r.Share, Path: f.Path, Parents: f.Parents, Kept: f.Kept, Deleted: f.Deleted,
 			Size: f.Size, Mode: f.Mode, Mtime: f.Mtime, Origin: name}
 		for _, ch := range f.Chunks {
-			ref := proto.Clone(s.refs[[32]byte(ch.Hash)]).(*filesharepb.ChunkRef)
-			v.Chunks = append(v.Chunks, ref)
+			ref, ok := s.refs[[32]byte(ch.Hash)]
+			if !ok { // an early commit: located once it arrives
+				ref = &filesharepb.ChunkRef{Hash: ch.Hash, Size: ch.Size}
+			}
+			v.Chunks = append(v.Chunks, proto.Clone(ref).(*filesharepb.ChunkRef))
 		}
 		if r.Commit {
 			if commitID == "" {

@@ -127,7 +127,8 @@ func precheck(b []byte) error {
 //   - a tombstone (deleted) has no chunks, size 0, and no content, or the
 //     content of no chunks;
 //   - otherwise every chunk has a 32-byte hash, a size in (0,
-//     chunks.MaxSize], an origin and a seq > 0, at most MaxChunks of them;
+//     chunks.MaxSize], an origin and a seq > 0 or neither (not yet
+//     located), at most MaxChunks of them;
 //     their sizes sum to size; content is the 32-byte hash of the chunk
 //     list (plan.ContentOf);
 //   - mode holds only permission bits (<= 0o777);
@@ -220,9 +221,14 @@ func Validate(v *filesharepb.Version) error {
 			if s := c.GetSize(); s == 0 || s > chunks.MaxSize {
 				bad("chunks[%d] size %d, want 1 to %d", i, s, chunks.MaxSize)
 			}
-			name(fmt.Sprintf("chunks[%d] origin", i), c.GetOrigin())
-			if c.GetSeq() == 0 {
-				bad("chunks[%d] seq 0", i)
+			// A chunk names where it lives (origin and seq), or neither:
+			// a version recorded before its chunks were uploaded
+			// (CommitRequest.early), resolved by hash at each site.
+			if c.GetOrigin() != "" || c.GetSeq() != 0 {
+				name(fmt.Sprintf("chunks[%d] origin", i), c.GetOrigin())
+				if c.GetSeq() == 0 {
+					bad("chunks[%d] seq 0", i)
+				}
 			}
 			sum += int64(c.GetSize())
 		}
