@@ -14,7 +14,11 @@
 //
 // Chunks travel on a bulk stream (Node.HandleBulk): a lane and a connection
 // of their own, so a checkpoint streaming across an ocean delays neither
-// KV writes nor acks.
+// KV writes nor acks. Other sites' clients fetch a version's chunks as
+// soon as its manifest and chunks reach their site, and show it once it is
+// stable. A version may also be recorded before its chunks (an early
+// commit: chunks named by hash, located by hash at each site as they
+// arrive); stabsync does not use it yet (see package client).
 //
 // # Usage
 //

@@ -153,18 +153,20 @@ func (s *Syncer) execute(ctx context.Context, acts []plan.Action, rule plan.Comm
 // upload publishes local files: their chunks the site lacks, then one
 // Commit request for all of them (commit says they are one commit).
 //
-// The versions are recorded first (an early commit: the site locates their
-// chunks by hash as they arrive), then the chunks go up: so other sites'
-// clients know what to fetch while the bytes cross, and a checkpoint's
-// shards stream to them as they reach their site, not after the last one.
-// If an upload fails, its versions stay recorded but never become stable
-// (they lack chunks), and the next round publishes the file again.
+// The chunks go up first, then the versions are recorded. (The site can
+// also record versions before their chunks, CommitRequest.early, so that
+// other sites' clients fetch the chunks while they cross; measured on the
+// file bench it cost more than it saved: every List then locates each
+// chunk by hash, and prefetching rounds ask for chunks not arrived yet.)
 func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) error {
 	var files []*filesharepb.FileVersion
 	var infos []fileInfo
 	for _, a := range acts {
 		info, err := s.prepareUpload(a)
 		if err != nil {
+			return err
+		}
+		if err := s.pushFile(ctx, a, info); err != nil {
 			return err
 		}
 		infos = append(infos, info)
@@ -174,7 +176,7 @@ func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) er
 	var resp *filesharepb.CommitResponse
 	err := s.r.call(ctx, func(ctx context.Context, api filesharepb.FileShareClient) error {
 		var err error
-		resp, err = api.Commit(ctx, &filesharepb.CommitRequest{Share: s.cfg.Share, Files: files, Commit: commit, NoWait: true, Early: true})
+		resp, err = api.Commit(ctx, &filesharepb.CommitRequest{Share: s.cfg.Share, Files: files, Commit: commit, NoWait: true})
 		return err
 	})
 	if err != nil {
@@ -182,11 +184,6 @@ func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) er
 	}
 	if len(resp.Versions) != len(acts) {
 		return fmt.Errorf("client: commit %s: the site answered %d versions for %d files", acts[0].Path, len(resp.Versions), len(acts))
-	}
-	for i, a := range acts {
-		if err := s.pushFile(ctx, a, infos[i]); err != nil {
-			return err
-		}
 	}
 	for i, v := range resp.Versions {
 		info := infos[i]
