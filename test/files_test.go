@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,24 +31,58 @@ import (
 
 const fileLinkRate = 16 * wan.MBPerSecond
 
-// fileBed is two sites, eu-west-1 reached from us-east-1 through a slow
-// emulated link, with a synced folder at each.
+// fileBed is a cluster whose sites reach each other through emulated
+// links (both planes), with a synced folder at each. The us-east-1 →
+// eu-west-1 link is slow, so that a transfer to eu-west-1 can be caught in
+// the middle.
 type fileBed struct {
 	*cluster
+	net     *wan.Network
 	link    *wan.Link
 	reg     *prometheus.Registry
 	folders map[string]string
 	clients map[string]*exec.Cmd
 }
 
-func newFileBed(t *testing.T) *fileBed {
-	c := genCluster(t, "us-east-1", "eu-west-1")
+func newFileBed(t *testing.T, names ...string) *fileBed {
+	if len(names) == 0 {
+		names = []string{"us-east-1", "eu-west-1"}
+	}
+	c := genCluster(t, names...)
 	reg := prometheus.NewRegistry()
 	n, err := wan.NewNetwork(wan.Config{Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
+	// Each site dials each other site's data plane (and so its bulk
+	// plane) and control plane through the link between them.
+	for _, from := range c.sites {
+		cfg, err := os.ReadFile(from.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, to := range c.sites {
+			if to.Site == from.Site {
+				continue
+			}
+			l, err := n.Link(from.Site, to.Site)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, plane := range []string{"data", "control"} {
+				addr := siteListen(t, to.Config, plane)
+				p, err := l.Proxy(addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg = bytes.Replace(cfg, []byte(plane+": "+addr), []byte(plane+": "+p.Addr()), 1)
+			}
+		}
+		if err := os.WriteFile(from.Config, cfg, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	l, err := n.Link("us-east-1", "eu-west-1")
 	if err != nil {
 		t.Fatal(err)
@@ -54,23 +90,7 @@ func newFileBed(t *testing.T) *fileBed {
 	if err := l.Set(wan.LinkConfig{Bandwidth: fileLinkRate}); err != nil {
 		t.Fatal(err)
 	}
-	// us-east-1 dials eu-west-1's data plane (and so its bulk plane)
-	// through the proxy; control stays direct.
-	eu := c.info("eu-west-1")
-	cfg, err := os.ReadFile(c.info("us-east-1").Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	euData := siteData(t, eu.Config)
-	p, err := l.Proxy(euData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = bytes.Replace(cfg, []byte("data: "+euData), []byte("data: "+p.Addr()), 1)
-	if err := os.WriteFile(c.info("us-east-1").Config, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b := &fileBed{cluster: c, link: l, reg: reg, folders: map[string]string{}, clients: map[string]*exec.Cmd{}}
+	b := &fileBed{cluster: c, net: n, link: l, reg: reg, folders: map[string]string{}, clients: map[string]*exec.Cmd{}}
 	t.Cleanup(b.stopClients)
 	for _, s := range c.sites {
 		c.start(s.Site)
@@ -79,19 +99,39 @@ func newFileBed(t *testing.T) *fileBed {
 	return b
 }
 
-// siteData reads a site's own data listen address from its config.
-func siteData(t *testing.T, config string) string {
+// isolate cuts (or restores) every link to and from site, both ways.
+func (b *fileBed) isolate(site string, cut bool) {
+	for _, o := range b.sites {
+		if o.Site == site {
+			continue
+		}
+		for _, pair := range [][2]string{{site, o.Site}, {o.Site, site}} {
+			l, err := b.net.Link(pair[0], pair[1])
+			if err != nil {
+				b.t.Fatal(err)
+			}
+			if cut {
+				l.Cut()
+			} else {
+				l.Restore()
+			}
+		}
+	}
+}
+
+// siteListen reads one of a site's own listen addresses from its config.
+func siteListen(t *testing.T, config, plane string) string {
 	b, err := os.ReadFile(config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, _ := strings.Cut(string(b), "listen:\n")
 	for line := range strings.Lines(rest) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), plane+": "); ok {
 			return v
 		}
 	}
-	t.Fatalf("no listen.data in %s", config)
+	t.Fatalf("no listen.%s in %s", plane, config)
 	return ""
 }
 
@@ -100,8 +140,9 @@ func (b *fileBed) stabsync(args ...string) (string, error) {
 	return string(out), err
 }
 
-// initFolders makes a synced folder per site of share ckpt.
-func (b *fileBed) initFolders() {
+// initFolders makes a synced folder per site of share ckpt, created with
+// the extra init flags given.
+func (b *fileBed) initFolders(create ...string) {
 	for i, s := range b.sites {
 		dir := filepath.Join(b.dir, "folder-"+s.Site)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -109,7 +150,7 @@ func (b *fileBed) initFolders() {
 		}
 		args := []string{"init", dir, "--share", "ckpt", "--site", s.Client, "--settle", "50ms"}
 		if i == 0 {
-			args = append(args, "--create")
+			args = append(append(args, "--create"), create...)
 		}
 		until(b.t, time.Now().Add(20*time.Second), func() error {
 			out, err := b.stabsync(args...)
@@ -401,4 +442,46 @@ func listFiles(dir string) map[string]string {
 		return nil
 	})
 	return out
+}
+
+// TestFilesNotVisibleBeforeStable: under `all`, with ap-northeast-1 cut
+// off, a file written at us-east-1 reaches eu-west-1's site (manifest and
+// chunks persisted there) and eu-west-1's client sees it waiting, but does
+// not show it; once ap-northeast-1 is back, it does.
+func TestFilesNotVisibleBeforeStable(t *testing.T) {
+	b := newFileBed(t, "us-east-1", "eu-west-1", "ap-northeast-1")
+	b.initFolders("--visibility", "all")
+	b.isolate("ap-northeast-1", true)
+	b.runClient("us-east-1")
+	b.runClient("eu-west-1")
+	want := writeRandom(t, filepath.Join(b.folders["us-east-1"], "step-100.pt"), 2<<20, 3)
+	target := filepath.Join(b.folders["eu-west-1"], "step-100.pt")
+	// eu's client has seen the version, persisted at us and eu, not stable.
+	until(t, time.Now().Add(30*time.Second), func() error {
+		out, err := b.stabsync("status", b.folders["eu-west-1"], "-o", "json")
+		if err != nil {
+			return fmt.Errorf("status: %v\n%s", err, out)
+		}
+		var st struct {
+			Files []struct {
+				Path        string   `json:"path"`
+				State       string   `json:"state"`
+				PersistedAt []string `json:"persisted_at"`
+			} `json:"files"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			return fmt.Errorf("status: %v\n%s", err, out)
+		}
+		for _, f := range st.Files {
+			if f.Path == "step-100.pt" && f.State == "waiting" && slices.Contains(f.PersistedAt, "eu-west-1") {
+				return nil
+			}
+		}
+		return fmt.Errorf("eu's client does not report step-100.pt waiting, persisted at eu-west-1: %s", out)
+	})
+	if _, err := os.Stat(target); err == nil {
+		t.Fatal("eu-west-1 shows a version that is not stable under all")
+	}
+	b.isolate("ap-northeast-1", false)
+	b.waitFile(target, want, 60*time.Second)
 }

@@ -291,6 +291,9 @@ func (s *Syncer) Status(ctx context.Context) (Status, error) {
 		default:
 			if pp, isPending := pendingAt[p]; isPending {
 				fsx.State, fsx.Version, fsx.Reason = StateWaiting, string(pp.ID), pp.Reason
+				if pv := byID[pp.ID]; pv != nil { // where it is persisted so far
+					fsx.Size, fsx.PersistedAt = pv.Size, pv.PersistedAt
+				}
 			} else {
 				continue // deleted everywhere
 			}
