@@ -458,6 +458,10 @@ func (s *Syncer) fetch(ctx context.Context, vs []plan.Version, progress bool) er
 	notHeld := false
 	for _, v := range vs {
 		t := Transfer{Dir: Download, Path: v.Path, Size: v.Size, Chunks: len(v.Chunks)}
+		p, err := s.part(v)
+		if err != nil {
+			return err
+		}
 		var need [][]byte
 		sizes := map[plan.Hash]uint32{}
 		for _, c := range v.Chunks {
@@ -465,21 +469,36 @@ func (s *Syncer) fetch(ctx context.Context, vs []plan.Version, progress bool) er
 				continue
 			}
 			sizes[c.Hash] = c.Size
-			switch {
-			case s.cache.has(c.Hash):
-				t.Reused++
+			if !p.needs(c.Hash) {
+				t.Reused++ // fetched before, into the partial file
 				if progress {
 					s.stats.fromCache.Add(1)
 				}
+				continue
+			}
+			var b []byte
+			var ok bool
+			switch {
+			case s.cache.has(c.Hash):
+				b, ok = s.cache.get(c.Hash)
+				if ok && progress {
+					s.stats.fromCache.Add(1)
+				}
 			case local[c.Hash] != (chunkLoc{}):
-				t.Reused++
-				if progress {
+				b, ok = s.readLocal(c.Hash, local[c.Hash])
+				if ok && progress {
 					s.stats.fromLocal.Add(1)
 				}
-			default:
-				need = append(need, append([]byte(nil), c.Hash[:]...))
-				t.Bytes += int64(c.Size)
 			}
+			if ok {
+				t.Reused++
+				if err := p.put(c.Hash, b); err != nil {
+					return err
+				}
+				continue
+			}
+			need = append(need, append([]byte(nil), c.Hash[:]...))
+			t.Bytes += int64(c.Size)
 		}
 		if len(need) == 0 {
 			continue
@@ -487,7 +506,7 @@ func (s *Syncer) fetch(ctx context.Context, vs []plan.Version, progress bool) er
 		if progress {
 			s.startTransfer(t)
 		}
-		err := s.getChunks(ctx, need, sizes, &t, progress)
+		err = s.getChunks(ctx, need, sizes, &t, progress, p)
 		if progress {
 			s.finishTransfer(t, err)
 		}
@@ -505,7 +524,7 @@ func (s *Syncer) fetch(ctx context.Context, vs []plan.Version, progress bool) er
 }
 
 // getChunks fetches chunks into the cache, in batches.
-func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Hash]uint32, t *Transfer, progress bool) error {
+func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Hash]uint32, t *Transfer, progress bool, p *part) error {
 	notHeld := false
 	for len(need) > 0 {
 		n, bytes := 0, int64(0)
@@ -537,6 +556,9 @@ func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Ha
 			if err := s.cache.put(plan.Hash(cd.Hash), cd.Data); err != nil {
 				return err
 			}
+			if err := p.put(plan.Hash(cd.Hash), cd.Data); err != nil {
+				return err
+			}
 			s.stats.chunksDown.Add(1)
 			s.stats.bytesDown.Add(int64(len(cd.Data)))
 			t.Done += int64(len(cd.Data))
@@ -555,6 +577,11 @@ func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Ha
 // cache and local files, fsyncs it and gives it the version's mode and
 // mtime.
 func (s *Syncer) assemble(ctx context.Context, v plan.Version, tmp string) error {
+	if done, err := s.finish(v.ID, tmp); err != nil {
+		return err
+	} else if done {
+		return s.setMeta(v, tmp)
+	}
 	f, err := s.root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("client: download %s: %w", v.Path, err)
@@ -584,20 +611,27 @@ func (s *Syncer) assemble(ctx context.Context, v plan.Version, tmp string) error
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
+	if werr != nil {
+		_ = s.root.Remove(tmp)
+		return fmt.Errorf("client: download %s: %w", v.Path, werr)
+	}
+	return s.setMeta(v, tmp)
+}
+
+// setMeta gives an assembled file the version's mode and mtime.
+func (s *Syncer) setMeta(v plan.Version, tmp string) error {
 	mode := fs.FileMode(v.Mode).Perm()
 	if mode == 0 {
 		mode = 0o644
 	}
-	if werr == nil {
-		werr = s.root.Chmod(tmp, mode)
-	}
-	if werr == nil && v.MTime != 0 {
+	err := s.root.Chmod(tmp, mode)
+	if err == nil && v.MTime != 0 {
 		mt := time.Unix(0, v.MTime)
-		werr = s.root.Chtimes(tmp, mt, mt)
+		err = s.root.Chtimes(tmp, mt, mt)
 	}
-	if werr != nil {
+	if err != nil {
 		_ = s.root.Remove(tmp)
-		return fmt.Errorf("client: download %s: %w", v.Path, werr)
+		return fmt.Errorf("client: download %s: %w", v.Path, err)
 	}
 	return nil
 }

@@ -69,7 +69,8 @@ type Syncer struct {
 	share      *Share
 	allowOnce  bool
 	badLogged  map[string]bool
-	localSrc   map[plan.Hash]chunkLoc // chunks of local files, for downloads; nil until needed
+	localSrc   map[plan.Hash]chunkLoc   // chunks of local files, for downloads; nil until needed
+	parts      map[plan.VersionID]*part // files being assembled in place (partial.go)
 	lastSaveAt time.Time
 
 	mu struct {
@@ -141,7 +142,7 @@ func Open(folder string, o Options) (*Syncer, error) {
 	}
 	s := &Syncer{folder: folder, root: root, cfg: cfg, log: o.Logger, progress: o.Progress, now: o.Now, r: r,
 		cache: cache{root: root}, kick: make(chan struct{}, 1), ix: ix, seen: map[string]seen{},
-		allowOnce: o.AllowMassDelete, badLogged: map[string]bool{}}
+		allowOnce: o.AllowMassDelete, badLogged: map[string]bool{}, parts: map[plan.VersionID]*part{}}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
 	}
@@ -178,6 +179,10 @@ func (s *Syncer) Close() error {
 	defer s.runMu.Unlock()
 	s.wg.Wait()
 	s.r.close()
+	for id, p := range s.parts {
+		p.f.Close()
+		delete(s.parts, id)
+	}
 	return s.root.Close()
 }
 
@@ -459,6 +464,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 			s.prefetch(ctx, versions, view)
 			if res.Waiting == 0 && res.Failed == 0 && len(view.Pending) == 0 && !anyUnstable(versions) {
 				s.gcCache()
+				s.dropParts()
 			}
 		}
 		s.stats.conflicts.Store(int64(len(view.Conflicts)))
