@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
 	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
@@ -103,6 +104,27 @@ func (c *chunkStore) lookup(h [32]byte) (Ref, bool, error) {
 	}
 	r, err = decodeRef(v)
 	return r, err == nil, err
+}
+
+// needs adds to need, per files stream, the highest seq of v's chunks, a
+// chunk without a location (an early commit) located by hash here; false
+// when one is not held here yet.
+func (c *chunkStore) needs(need map[stabilizer.StreamID]uint64, v *filesharepb.Version) bool {
+	located := true
+	for _, ch := range v.Chunks {
+		r := Ref{Origin: ch.Origin, Seq: ch.Seq}
+		if r.Origin == "" {
+			var ok bool
+			var err error
+			if r, ok, err = c.lookup([32]byte(ch.Hash)); err != nil || !ok {
+				located = false
+				continue
+			}
+		}
+		id := stabilizer.StreamID{Origin: r.Origin, Name: Stream}
+		need[id] = max(need[id], r.Seq)
+	}
+	return located
 }
 
 // data returns the chunk's bytes if they are stored here (applied), nil if

@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
 	"github.com/stabilizer/stabilizer/fileshare/manifest"
 	"github.com/stabilizer/stabilizer/fileshare/plan"
 )
@@ -79,9 +78,7 @@ func (m *metrics) downloaded(share string, n int) {
 	m.downBytes.WithLabelValues(share).Add(float64(n))
 }
 
-func (m *metrics) committed(share string, _ *filesharepb.Version) {
-	m.commits.WithLabelValues(share).Inc()
-}
+func (m *metrics) committed(share string) { m.commits.WithLabelValues(share).Inc() }
 
 func (m *metrics) applied(origin string, stored, dup int, bytes int64) {
 	m.chunksIn.WithLabelValues(origin).Add(float64(stored))

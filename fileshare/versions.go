@@ -91,7 +91,7 @@ func (s *Service) Commit(ctx context.Context, share string, files []*filesharepb
 	}
 	for _, v := range vs {
 		v.Stable = !o.NoWait
-		s.metrics.committed(share, v)
+		s.metrics.committed(share)
 	}
 	return vs, nil
 }
@@ -176,22 +176,16 @@ func (s *Service) resolveChunks(v *filesharepb.Version, f *filesharepb.FileVersi
 // waitChunks waits until the chunks of vs are stable under pred: per files
 // stream, its highest seq they name.
 func (s *Service) waitChunks(ctx context.Context, pred string, vs []*filesharepb.Version) error {
-	for origin, seq := range highestChunks(vs) {
-		if err := s.node.WaitFor(ctx, stabilizer.StreamID{Origin: origin, Name: Stream}, pred, seq); err != nil {
-			return fmt.Errorf("fileshare: chunks from %s up to seq %d: %w", origin, seq, err)
+	need := map[stabilizer.StreamID]uint64{}
+	for _, v := range vs {
+		s.chunks.needs(need, v)
+	}
+	for id, seq := range need {
+		if err := s.node.WaitFor(ctx, id, pred, seq); err != nil {
+			return fmt.Errorf("fileshare: chunks from %s up to seq %d: %w", id.Origin, seq, err)
 		}
 	}
 	return nil
-}
-
-func highestChunks(vs []*filesharepb.Version) map[string]uint64 {
-	need := map[string]uint64{}
-	for _, v := range vs {
-		for _, c := range v.Chunks {
-			need[c.Origin] = max(need[c.Origin], c.Seq)
-		}
-	}
-	return need
 }
 
 // List returns every version of a share (or of one path) this site knows,
@@ -224,10 +218,7 @@ func (s *Service) List(ctx context.Context, share, p string) ([]*filesharepb.Ver
 		seqs = append(seqs, e.Seq)
 		origins = append(origins, e.Origin)
 	}
-	st, err := s.newStability(ctx, sh.Visibility)
-	if err != nil {
-		return nil, err
-	}
+	st := s.newStability(sh.Visibility)
 	for i, v := range out {
 		st.mark(ctx, v, origins[i], seqs[i])
 	}
@@ -246,9 +237,9 @@ type stability struct {
 	tables map[stabilizer.StreamID][]uint64
 }
 
-func (s *Service) newStability(ctx context.Context, pred string) (*stability, error) {
+func (s *Service) newStability(pred string) *stability {
 	return &stability{s: s, pred: pred, sites: s.node.Schema().Sites,
-		front: map[stabilizer.StreamID]uint64{}, tables: map[stabilizer.StreamID][]uint64{}}, nil
+		front: map[stabilizer.StreamID]uint64{}, tables: map[stabilizer.StreamID][]uint64{}}
 }
 
 func (st *stability) frontier(ctx context.Context, id stabilizer.StreamID) uint64 {
@@ -279,37 +270,19 @@ func (st *stability) persistedAt(ctx context.Context, id stabilizer.StreamID, si
 // mark sets v.Stable and v.PersistedAt: the manifest (kv write origin:seq)
 // and each chunk are covered by the frontier, and persisted, per site.
 func (st *stability) mark(ctx context.Context, v *filesharepb.Version, origin string, seq uint64) {
-	need := map[string]uint64{"\x00kv:" + origin: seq}
-	located := true
-	for _, c := range v.Chunks {
-		o, q := c.Origin, c.Seq
-		if o == "" {
-			r, ok, err := st.s.chunks.lookup([32]byte(c.Hash))
-			if err != nil || !ok {
-				located = false
-				continue
-			}
-			o, q = r.Origin, r.Seq
-		}
-		need[o] = max(need[o], q)
-	}
-	id := func(k string) stabilizer.StreamID {
-		if o, ok := strings.CutPrefix(k, "\x00kv:"); ok {
-			return stabilizer.StreamID{Origin: o, Name: kv.Stream}
-		}
-		return stabilizer.StreamID{Origin: k, Name: Stream}
-	}
+	need := map[stabilizer.StreamID]uint64{{Origin: origin, Name: kv.Stream}: seq}
+	located := st.s.chunks.needs(need, v)
 	v.Stable = located
-	for k, q := range need {
-		if st.frontier(ctx, id(k)) < q {
+	for id, q := range need {
+		if st.frontier(ctx, id) < q {
 			v.Stable = false
 		}
 	}
 	v.PersistedAt = v.PersistedAt[:0]
 	for i, site := range st.sites {
 		ok := located
-		for k, q := range need {
-			if st.persistedAt(ctx, id(k), i) < q {
+		for id, q := range need {
+			if st.persistedAt(ctx, id, i) < q {
 				ok = false
 			}
 		}

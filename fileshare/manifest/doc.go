@@ -30,5 +30,4 @@
 //		// refuse it, and say which site wrote it
 //	}
 //	pv := manifest.ToPlan(v)        // for the sync decisions
-//	refs := manifest.ChunkRefs(v)   // what to fetch, and from which stream
 package manifest

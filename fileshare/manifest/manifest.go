@@ -35,15 +35,6 @@ const (
 // ErrBadManifest is wrapped by every refusal of Validate and Decode.
 var ErrBadManifest = errors.New("manifest: bad manifest")
 
-// Ref is where a chunk of a version lives: the seq of the files stream of
-// the origin site that carried it.
-type Ref struct {
-	Hash   plan.Hash
-	Size   uint32
-	Origin string
-	Seq    uint64
-}
-
 // Encode validates v and returns its deterministic encoding.
 func Encode(v *filesharepb.Version) ([]byte, error) {
 	if err := Validate(v); err != nil {
@@ -333,21 +324,4 @@ func toIDs(ss []string) []plan.VersionID {
 		ids[i] = plan.VersionID(s)
 	}
 	return ids
-}
-
-// ChunkRefs returns the chunks of a valid version with where each lives,
-// in order.
-func ChunkRefs(v *filesharepb.Version) []Ref {
-	cs := v.GetChunks()
-	if len(cs) == 0 {
-		return nil
-	}
-	refs := make([]Ref, len(cs))
-	for i, c := range cs {
-		copy(refs[i].Hash[:], c.GetHash())
-		refs[i].Size = c.GetSize()
-		refs[i].Origin = c.GetOrigin()
-		refs[i].Seq = c.GetSeq()
-	}
-	return refs
 }

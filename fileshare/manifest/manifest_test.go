@@ -315,19 +315,3 @@ func equalPlan(a, b plan.Version) bool {
 		slices.Equal(a.Chunks, b.Chunks) && a.HLC == b.HLC && a.Origin == b.Origin &&
 		a.Commit == b.Commit && a.CommitFiles == b.CommitFiles && a.Stable == b.Stable
 }
-
-func TestChunkRefs(t *testing.T) {
-	got := ChunkRefs(valid())
-	want := []Ref{
-		{plan.Hash(hash(1)), chunks.MaxSize, "us-east-1", 7},
-		{plan.Hash(hash(2)), chunks.MinSize, "eu-west-1", 1},
-		{plan.Hash(hash(1)), chunks.MaxSize, "us-east-1", 7},
-		{plan.Hash(hash(3)), 10, "us-east-1", 9},
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("ChunkRefs = %v, want %v", got, want)
-	}
-	if got := ChunkRefs(tombstone()); got != nil {
-		t.Errorf("ChunkRefs(tombstone) = %v, want nil", got)
-	}
-}
