@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stabilizer/stabilizer/test/bench/internal/local"
+
 	"github.com/stabilizer/stabilizer/test/bench/internal/peerapi"
 	"github.com/stabilizer/stabilizer/test/workload"
 	"github.com/stabilizer/stabilizer/wan"
@@ -351,7 +353,7 @@ func benchEtcdTput(ctx context.Context, o benchOptions, dir string, res *benchRe
 		return nil
 	}
 	names := []string{"us-east-1", "eu-west-1", "ap-northeast-1"}
-	ports, err := freePorts(2 * len(names))
+	ports, err := local.FreePorts(2 * len(names))
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stabilizer/stabilizer/test/bench/internal/local"
+
 	"github.com/stabilizer/stabilizer/test/bench/internal/stpeer"
 )
 
@@ -198,7 +200,7 @@ func waitQuiet(ctx context.Context, read func() (map[stpeer.Link]int64, error), 
 	}
 	since := time.Now()
 	for time.Now().Before(deadline) && time.Since(since) < quiet {
-		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+		if err := local.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return last, err
 		}
 		cur, err := read()
@@ -216,17 +218,6 @@ func waitQuiet(ctx context.Context, read func() (map[stpeer.Link]int64, error), 
 		last = cur
 	}
 	return last, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // wireDelta is b - a per link, keyed "from->to".

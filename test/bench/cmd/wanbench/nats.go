@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/stabilizer/stabilizer/test/bench/internal/local"
 )
 
 // natsConfig is one server of a 3-server JetStream cluster on loopback.
@@ -33,7 +35,7 @@ func benchNATSTput(ctx context.Context, o benchOptions, dir string, res *benchRe
 		return nil
 	}
 	names := []string{"us-east-1", "eu-west-1", "ap-northeast-1"}
-	ports, err := freePorts(2 * len(names))
+	ports, err := local.FreePorts(2 * len(names))
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stabilizer/stabilizer/test/bench/internal/local"
+
 	"github.com/stabilizer/stabilizer/test/bench/internal/peerapi"
 	"github.com/stabilizer/stabilizer/test/bench/internal/psload"
 	"github.com/stabilizer/stabilizer/wan"
@@ -240,7 +242,7 @@ func benchNATSPSLoopback(ctx context.Context, o psOptions, topo *wan.Topology, d
 		return nil
 	}
 	sites := topo.Sites[:3]
-	ports, err := freePorts(2 * len(sites))
+	ports, err := local.FreePorts(2 * len(sites))
 	if err != nil {
 		return err
 	}

@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -229,24 +227,4 @@ func waitHealthy(s siteInfo, p *proc) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("site %s not healthy within 30s (see %s)", s.Site, p.log)
-}
-
-// freePorts returns n distinct free ports on 127.0.0.1, as host:port.
-func freePorts(n int) ([]string, error) {
-	var addrs []string
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for len(addrs) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, errors.New("reserving ports on 127.0.0.1: " + err.Error())
-		}
-		ls = append(ls, l)
-		addrs = append(addrs, l.Addr().String())
-	}
-	return addrs, nil
 }

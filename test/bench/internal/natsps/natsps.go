@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stabilizer/stabilizer/test/bench/internal/local"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -97,21 +99,9 @@ func connect(ctx context.Context, region, addr string) (*nats.Conn, error) {
 		if err == nil {
 			return nc, nil
 		}
-		if err := wait(ctx, 200*time.Millisecond); err != nil {
+		if err := local.Sleep(ctx, 200*time.Millisecond); err != nil {
 			return nil, fmt.Errorf("natsps: connect to %s at %s: %w", region, addr, err)
 		}
-	}
-}
-
-// wait returns after d, or with ctx's error.
-func wait(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
@@ -133,7 +123,7 @@ func (s *System) CreateStream(ctx context.Context) error {
 			break
 		}
 		last = err
-		if err := wait(ctx, 300*time.Millisecond); err != nil {
+		if err := local.Sleep(ctx, 300*time.Millisecond); err != nil {
 			return fmt.Errorf("natsps: create stream %s: %w (last: %v)", s.cfg.Stream, err, last)
 		}
 	}
@@ -142,7 +132,7 @@ func (s *System) CreateStream(ctx context.Context) error {
 		if err == nil && l != "" {
 			return nil
 		}
-		if err := wait(ctx, 200*time.Millisecond); err != nil {
+		if err := local.Sleep(ctx, 200*time.Millisecond); err != nil {
 			return fmt.Errorf("natsps: stream %s has no leader: %w", s.cfg.Stream, err)
 		}
 	}
@@ -243,7 +233,7 @@ func (s *System) place(ctx context.Context, what, want string, leader func(conte
 				s.cfg.Logf("nats: %s: leader %s steps down for %s", what, cur, want)
 			}
 		}
-		if err := wait(ctx, 250*time.Millisecond); err != nil {
+		if err := local.Sleep(ctx, 250*time.Millisecond); err != nil {
 			return fmt.Errorf("natsps: place %s in %s: %w (last: %v)", what, want, err, last)
 		}
 	}
@@ -356,7 +346,7 @@ func (s *System) Subscribe(ctx context.Context, region, topic, durable string) (
 		if err == nil {
 			break
 		}
-		if werr := wait(cctx, 300*time.Millisecond); werr != nil {
+		if werr := local.Sleep(cctx, 300*time.Millisecond); werr != nil {
 			return nil, fmt.Errorf("natsps: consumer %s: %w", durable, err)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/stabilizer/stabilizer/test/bench/internal/local"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -154,7 +155,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ports, err := freePorts(2 * len(c.order))
+	ports, err := local.FreePorts(2 * len(c.order))
 	if err != nil {
 		return err
 	}
@@ -333,7 +334,7 @@ func (c *Cluster) subscribe(ctx context.Context, in *instance) error {
 		if in.exited() {
 			return in.exitError()
 		}
-		if serr := sleep(ctx, pollEvery); serr != nil {
+		if serr := local.Sleep(ctx, pollEvery); serr != nil {
 			return fmt.Errorf("stpeer: %s: REST API not up: %w (last: %v)", in.site, serr, err)
 		}
 	}
@@ -353,7 +354,7 @@ func (c *Cluster) waitConnected(ctx context.Context) error {
 				return in.exitError()
 			}
 		}
-		if err := sleep(ctx, pollEvery); err != nil {
+		if err := local.Sleep(ctx, pollEvery); err != nil {
 			return fmt.Errorf("stpeer: waiting for connections: %w (last: %v)", err, last)
 		}
 	}
@@ -528,40 +529,6 @@ func randomKey() (string, error) {
 		return "", fmt.Errorf("stpeer: api key: %w", err)
 	}
 	return hex.EncodeToString(b), nil
-}
-
-// freePorts returns n distinct free ports on 127.0.0.1, as host:port. They
-// are free when it returns; a process started soon after gets them unless
-// something else takes them first.
-func freePorts(n int) ([]string, error) {
-	var addrs []string
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for len(addrs) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("stpeer: reserving ports on 127.0.0.1: %w", err)
-		}
-		ls = append(ls, l)
-		addrs = append(addrs, l.Addr().String())
-	}
-	return addrs, nil
-}
-
-// sleep waits d or until ctx ends, returning ctx's error then.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // prefixWriter writes whole lines to w, each prefixed. Instances' writers
