@@ -105,6 +105,14 @@ type Config struct {
 	// data is in flight, or without an answer to Hello, before the core
 	// opens a new session. Default 50.
 	ResendTicks int
+	// JoinPeers makes a site that starts with an empty store wait to hear
+	// every peer (their rows and their answers to its Hello) before it
+	// appends or sends clock heartbeats (Joining): only then does it know
+	// whether its store was wiped while peers held entries of its
+	// streams, whose seqs it must not give out again (Lost). Default
+	// false: a fresh site appends at once, and a wiped site that does
+	// so breaks "a seq names one message".
+	JoinPeers bool
 	// RelayDelay is how many ticks an origin must have been disconnected
 	// from this site before this site relays the origin's streams, from
 	// its own log, to connected peers that lack what it persisted of them
@@ -210,4 +218,42 @@ type State struct {
 	StableTimes []StableTime
 	// Clock: the latest Ready.Clock.
 	Clock HLC
+	// Truncated: per stream, the highest seq dropped from the log
+	// (Ready.Truncations), with its HLC when known.
+	Truncated []Position
+	// Recovery: the latest Ready.Recovery.
+	Recovery Recovery
+	// Incarnation: Ready.Incarnation, once stored.
+	Incarnation uint64
+}
+
+// Recovery is what a site that may have lost its store must remember
+// across restarts until it is whole again: that it has not heard every
+// peer since it started empty (Core.Joining), and its own streams that
+// peers hold beyond its log (Core.Lost).
+type Recovery struct {
+	Joining bool
+	// Held: per own stream and peer (Site), the highest seq the peer
+	// holds; Seen: per own stream, the highest this site's own row
+	// reached as peers remember it. Both only where above the log's head.
+	Held []AckCell
+	Seen []Position
+	// Peers: the incarnation of each peer that Held speaks of, so that
+	// after a restart a peer wiped meanwhile stops counting.
+	Peers []PeerIncarnation
+	// Void: own streams' abandoned seqs, From..To: they name no message
+	// anywhere, so a peer lacking them skips them without a snapshot.
+	Void []VoidRange
+}
+
+// VoidRange is a range of seqs of one stream that name no message.
+type VoidRange struct {
+	Stream   StreamID
+	From, To uint64
+}
+
+// PeerIncarnation is a peer's incarnation as this site last heard it.
+type PeerIncarnation struct {
+	Site        string
+	Incarnation uint64
 }

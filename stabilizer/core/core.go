@@ -80,6 +80,23 @@ type Core struct {
 	timeDirty  bool
 
 	pendingMsgs []Message // Hello, Positions and Reject, sent before data
+	truncs      []Truncation
+	behind      []Position
+	// lost: per own stream name, what peers hold and saw of it beyond
+	// this site's log (it lost its store): Append refuses to reuse those
+	// seqs (truncate.go).
+	lost map[string]lostAt
+	// joining: a fresh site (no state) has not yet heard every peer's
+	// row, so it cannot know whether peers hold entries of its own
+	// streams from an earlier incarnation whose store was wiped: it
+	// neither appends nor sends clock heartbeats (Join, Joining).
+	joining bool
+	// recoveryDirty: joining or lost changed since the last Ready.
+	recoveryDirty bool
+	// incarnation names this site's store (Ready.Incarnation); incStored,
+	// that a Ready handed it out.
+	incarnation uint64
+	incStored   bool
 	pendingDefs []PredicateDef
 	errs        []error
 
@@ -177,6 +194,36 @@ func New(cfg Config, st State) (*Core, error) {
 	if err := c.restore(st); err != nil {
 		return nil, err
 	}
+	c.incarnation, c.incStored = st.Incarnation, st.Incarnation != 0
+	if c.incarnation == 0 {
+		c.incarnation = c.cfg.Rand.Uint64() | 1
+	}
+	fresh := len(st.Heads) == 0 && len(st.Acks) == 0 && st.Clock.IsZero()
+	c.joining = c.cfg.JoinPeers && c.n > 1 && (fresh || st.Recovery.Joining)
+	c.recoveryDirty = c.joining && !st.Recovery.Joining
+	for _, v := range st.Recovery.Void {
+		if s, ok := c.streams[v.Stream]; ok && s.own {
+			s.void = v
+		}
+	}
+	for _, pi := range st.Recovery.Peers {
+		if i, ok := c.cfg.Schema.SiteIndex(pi.Site); ok && i != self {
+			c.peers[i].incarnation = pi.Incarnation
+		}
+	}
+	for _, h := range st.Recovery.Held {
+		i, ok := c.cfg.Schema.SiteIndex(h.Site)
+		if h.Stream.Origin != c.cfg.Site || !ok {
+			return nil, fmt.Errorf("%w: lost stream %s held at %q", ErrBadState, h.Stream, h.Site)
+		}
+		c.noteLost(h.Stream.Name, h.Seq, i)
+	}
+	for _, l := range st.Recovery.Seen {
+		if l.Stream.Origin != c.cfg.Site {
+			return nil, fmt.Errorf("%w: lost stream %s is not this site's", ErrBadState, l.Stream)
+		}
+		c.noteLost(l.Stream.Name, l.Seq, -1)
+	}
 	return c, nil
 }
 
@@ -255,6 +302,16 @@ func (c *Core) restore(st State) error {
 		}
 		s.head, s.written, s.durable, s.headHLC = h.Seq, h.Seq, h.Seq, h.HLC
 		c.clock = maxHLC(c.clock, h.HLC)
+	}
+	for _, t := range st.Truncated {
+		s, err := get(t.Stream)
+		if err != nil {
+			return err
+		}
+		if t.Seq > s.head {
+			return fmt.Errorf("%w: stream %s truncated to %d beyond its head %d", ErrBadState, s.id, t.Seq, s.head)
+		}
+		s.floor, s.floorHLC = t.Seq, t.HLC
 	}
 	for _, a := range st.Acks {
 		s, err := get(a.Stream)
@@ -387,8 +444,15 @@ func (c *Core) Append(name string, payload []byte) (uint64, HLC, error) {
 	if err := checkStreamName(name); err != nil {
 		return 0, HLC{}, fmt.Errorf("core: append: %w", err)
 	}
+	if c.joining {
+		return 0, HLC{}, fmt.Errorf("core: append to %s: %w", name, ErrJoining)
+	}
 	id := StreamID{Origin: c.cfg.Site, Name: name}
 	s, ok := c.streams[id]
+	if l := c.lost[name]; l.top() > c.headOf(id) {
+		return 0, HLC{}, fmt.Errorf("core: append to %s: %w: peers hold it up to seq %d and saw it up to %d, this site's log ends at %d; install a snapshot first",
+			id, ErrLostEntries, l.maxHeld(), l.seen, c.headOf(id))
+	}
 	if !ok {
 		s = c.newStream(id, c.self)
 	}
@@ -415,7 +479,7 @@ func (c *Core) Tick(now int64) {
 		if !p.connected || p.rejected != nil {
 			continue
 		}
-		stuck := !p.established || p.inflight()
+		stuck := !p.established || p.inflight() || c.waitsSnapshot(p)
 		if stuck && c.tick-p.progressTick >= uint64(c.cfg.ResendTicks) {
 			// The Hello or some data went unanswered: start over from
 			// what the destination says it holds.

@@ -134,6 +134,38 @@
 // leave without an fsync of their own, and after a crash a frontier may come
 // back lower until the acks return.
 //
+// Truncation: Truncate drops a stream's prefix from the site's log, never
+// past what the local application applied and, unless beyondPeers, past
+// what every other site persisted (Ready.Truncations; the driver deletes
+// with a range deletion). An origin asked for entries below its floor
+// answers MsgTruncated instead of data and holds the stream back on that
+// channel until the peer states new positions; a relay that dropped what
+// a peer lacks says so too. The peer lists the stream in Ready.Behind:
+// only a snapshot of the application's state can bring it up to date.
+//
+// State transfer: the driver takes a snapshot at a peer (the
+// application's state and the positions of every stream of its name
+// that state reflects, consistent with each other), checks it here
+// (CheckSnapshot: it must not need entries this site dropped), replaces
+// the application's state, records the positions, and calls
+// InstallSnapshot: streams whose log ends below the snapshot skip to it
+// (Truncation.Skip moves the head; the driver moves the application's
+// position with it in the same write), the others are delivered again
+// from the snapshot's position.
+//
+// A wiped store: a site that starts empty (with JoinPeers) waits to hear
+// every peer before it appends (Joining). Peers' rows say how far they
+// hold its own streams, and their answers to its Hello how far its own
+// row once reached (and their released frontiers): Lost lists its own
+// streams peers hold beyond its log, which a snapshot must bring back
+// before it appends to them again; seqs it gave out that nobody holds are
+// abandoned (the stream skips them, a void range that peers skip too,
+// without a snapshot). Its row carries a new incarnation (Acks' Session),
+// so peers forget what its old row said. Until it is whole it sends no
+// clock heartbeat, which would claim that it issued nothing it has lost.
+// A wiped site loses what only it held: entries acknowledged under a
+// predicate that did not require another site to hold them.
+//
 // # Driver obligations
 //
 //   - Tick at a fixed interval (a millisecond, say) with the wall clock in

@@ -37,4 +37,11 @@ var (
 	ErrStorage = errors.New("core: storage")
 	// ErrBadState: the State given to New is inconsistent.
 	ErrBadState = errors.New("core: bad state")
+	// ErrLostEntries: peers hold entries of one of this site's own
+	// streams beyond its log, which it lost (a wiped store); appending
+	// would give their seqs to other messages.
+	ErrLostEntries = errors.New("core: this site lost entries of its own stream")
+	// ErrJoining: a site with an empty store has not heard every peer
+	// yet (Core.Joining).
+	ErrJoining = errors.New("core: joining: waiting to hear every peer before the first append")
 )

@@ -45,6 +45,8 @@ type peer struct {
 	heard      bool
 	relay      []relayState
 	relayEpoch uint64
+	// incarnation is the peer's as its Acks last said (0: not heard).
+	incarnation uint64
 }
 
 // The lanes of a channel.
@@ -136,8 +138,27 @@ func (c *Core) newSession(p *peer) {
 func (c *Core) answerHello(p *peer) {
 	c.pendingMsgs = append(c.pendingMsgs, Message{
 		Type: MsgPositions, From: c.cfg.Site, To: p.name, Session: p.helloSession, Version: ProtocolVersion, Schema: c.schemaFP,
-		Positions: c.positions(p.idx),
+		Positions: c.positions(p.idx), Heads: c.remembered(p.idx),
 	})
+}
+
+// remembered lists, for each of origin's streams, the highest seq this
+// site knows existed: its own persisted cell as this site's table holds
+// it, and the frontiers released here (they rest on acks of entries that
+// existed, and survive a restart, which the table does not). A site that
+// lost its store learns from it which seqs it gave out (Core.Lost).
+func (c *Core) remembered(origin int) []Position {
+	var ps []Position
+	for _, s := range c.byOrigin[origin] {
+		v := s.acks[frontier.Persisted*c.n+origin]
+		for _, r := range s.rel {
+			v = max(v, r.seq)
+		}
+		if v > 0 {
+			ps = append(ps, Position{Stream: s.id, Seq: v})
+		}
+	}
+	return ps
 }
 
 // positions lists what this site holds of origin's streams.
@@ -202,6 +223,11 @@ func (c *Core) Step(m Message) error {
 			return fmt.Errorf("core: acks from %s: %w: cells ignored", m.From, ErrSchemaMismatch)
 		}
 		return c.stepAcks(p, m)
+	case MsgTruncated:
+		if m.Schema != c.schemaFP {
+			return fmt.Errorf("core: truncated from %s: %w", m.From, ErrSchemaMismatch)
+		}
+		return c.stepTruncated(p, m)
 	case MsgReject:
 		if !p.connected || m.Session != p.session {
 			return nil // about an earlier session
@@ -226,15 +252,21 @@ func (c *Core) stepPositions(p *peer, m Message) error {
 			return fmt.Errorf("core: positions from %s: %w: stream %s is not ours", p.name, ErrBadMessage, q.Stream)
 		}
 		pos[q.Stream.Name] = q.Seq
+		c.noteLost(q.Stream.Name, q.Seq, p.idx)
+	}
+	for _, q := range m.Heads {
+		if q.Stream.Origin == c.cfg.Site {
+			c.noteLost(q.Stream.Name, q.Seq, -1)
+		}
 	}
 	var err error
 	for _, s := range c.own {
 		at := pos[s.id.Name]
 		if at > s.durable {
-			// The peer holds what we never persisted: impossible unless
-			// our storage lost data. Resend from our end; the peer drops
-			// what it has.
-			err = fmt.Errorf("core: positions from %s: %w: holds %s up to %d, we persisted %d", p.name, ErrBadMessage, s.id, at, s.durable)
+			// The peer holds what we never persisted: our store lost it
+			// (Lost, noted above), and until a snapshot brings the stream
+			// there we append nothing to it. Resend from our end; the
+			// peer drops what it has.
 			at = s.durable
 		}
 		s.next[p.idx] = at + 1
@@ -295,10 +327,21 @@ func (c *Core) stepData(from int, m Message) error {
 // stepAcks merges p's row into the table by max and takes p's heartbeat.
 func (c *Core) stepAcks(p *peer, m Message) error {
 	var err error
+	c.checkIncarnation(p, m.Session)
 	for _, a := range m.Cells {
 		if a.Level < 0 || a.Level >= c.nlevels {
 			err = fmt.Errorf("core: acks from %s: %w: level %d of %s", p.name, ErrBadMessage, a.Level, a.Stream)
 			continue
+		}
+		if a.Stream.Origin == c.cfg.Site {
+			// Cells of own streams beyond our log: we lost our store.
+			_, known := c.streams[a.Stream]
+			if a.Level <= frontier.Persisted {
+				c.noteLost(a.Stream.Name, a.Seq, p.idx)
+			}
+			if !known {
+				continue
+			}
 		}
 		s, lerr := c.lookup(a.Stream)
 		if lerr != nil {
@@ -317,6 +360,7 @@ func (c *Core) stepAcks(p *peer, m Message) error {
 		c.timeDirty = true
 	}
 	p.heard = true
+	c.checkJoined()
 	p.releaseInflight(c.n, c.tick)
 	if c.originT[p.idx].Less(m.Clock) {
 		// Take the heartbeat whole or not at all: a head left out would

@@ -51,6 +51,19 @@ type Ready struct {
 	// per stream, continuing where the last delivery of each stream ended.
 	// The application calls Applied (and Report) as it consumes them.
 	Deliver []Entry
+	// Truncations drop streams' prefixes from the log (Truncate,
+	// InstallSnapshot): write them with the batch. State.Truncated.
+	Truncations []Truncation
+	// Behind lists streams whose origins dropped entries this site lacks
+	// (Core.Behind): only a snapshot of their application's state can
+	// bring them up to date.
+	Behind []Position
+	// Recovery, when non-nil, replaces the stored State.Recovery.
+	Recovery *Recovery
+	// Incarnation, when non-zero, names this site's store: store it
+	// (State.Incarnation). A site whose store was wiped has a new one, so
+	// peers know to forget what its old row said (Acks carry it).
+	Incarnation uint64
 	// Errors met while preparing the Ready, for the log: a storage read
 	// failed, a predicate failed to evaluate. The core retries what they
 	// held up on a later Ready.
@@ -63,6 +76,7 @@ type Ready struct {
 // call Advance at once.
 func (rd *Ready) Empty() bool {
 	return !rd.MustSync && len(rd.Messages) == 0 && len(rd.Deliver) == 0 && len(rd.Errors) == 0 &&
+		len(rd.Truncations) == 0 && len(rd.Behind) == 0 && rd.Recovery == nil &&
 		len(rd.Frontiers) == 0 && len(rd.StableTimes) == 0 && len(rd.Scoped) == 0
 }
 
@@ -72,10 +86,13 @@ func (c *Core) HasReady() bool {
 	if c.awaiting {
 		return false
 	}
+	if len(c.truncs) > 0 || len(c.behind) > 0 || c.recoveryDirty || !c.incStored {
+		return true
+	}
 	if len(c.pendingMsgs) > 0 || len(c.dirtyCells) > 0 || len(c.pendingDefs) > 0 || len(c.scoping) > 0 || len(c.errs) > 0 {
 		return true
 	}
-	if c.timeDue() || c.tick >= c.nextHB || c.tick >= c.nextFull {
+	if c.timeDue() || c.hbDue() || c.tick >= c.nextFull {
 		return true
 	}
 	for _, s := range c.list {
@@ -92,7 +109,8 @@ func (c *Core) HasReady() bool {
 		}
 		if p.established {
 			for _, s := range c.own {
-				if !p.lanes[s.lane].windowFull && s.next[p.idx] != 0 && s.next[p.idx] <= s.durable {
+				nx := s.next[p.idx]
+				if !p.lanes[s.lane].windowFull && nx != 0 && nx <= s.durable && (nx > s.floor || s.told == nil || s.told[p.idx] != p.session) {
 					return true
 				}
 			}
@@ -133,6 +151,9 @@ func (c *Core) Ready() Ready {
 		return rd
 	}
 	c.awaiting = true
+	if len(c.lost) > 0 {
+		c.abandonLost()
+	}
 
 	// 1. What to persist. The driver makes it durable before anything of
 	// this Ready leaves the site, so the rest of the Ready may already count
@@ -153,6 +174,16 @@ func (c *Core) Ready() Ready {
 	}
 	c.dirtyCells = c.dirtyCells[:0]
 	rd.Predicates, c.pendingDefs = c.pendingDefs, nil
+	rd.Truncations, c.truncs = c.truncs, nil
+	rd.Behind, c.behind = c.behind, nil
+	if !c.incStored {
+		c.incStored = true
+		rd.Incarnation = c.incarnation
+	}
+	if c.recoveryDirty {
+		c.recoveryDirty = false
+		rd.Recovery = c.recovery()
+	}
 
 	// 2. Frontiers and stable times.
 	c.durableAdv = 0
@@ -163,7 +194,9 @@ func (c *Core) Ready() Ready {
 	// timestamp at or below one a heartbeat exposed, so the clock persists
 	// a reservation ClockReserve ahead whenever a heartbeat would pass the
 	// last one: one fsync per ClockReserve instead of one per heartbeat.
-	hb := c.tick >= c.nextHB
+	// A site that may have lost its own streams' heads sends no
+	// heartbeat: "nothing else until now" would be false.
+	hb := c.hbDue()
 	if hb {
 		c.nextHB = c.tick + uint64(c.cfg.HeartbeatInterval)
 		c.readyClock = c.now()
@@ -220,7 +253,7 @@ func (c *Core) Ready() Ready {
 
 	rd.Errors, c.errs = c.errs, nil
 	c.assertInvariants()
-	rd.MustSync = len(rd.Entries) > 0 || len(rd.Acks) > 0 || len(rd.Predicates) > 0 || !rd.Clock.IsZero() ||
+	rd.MustSync = len(rd.Entries) > 0 || len(rd.Truncations) > 0 || rd.Recovery != nil || rd.Incarnation != 0 || len(rd.Acks) > 0 || len(rd.Predicates) > 0 || !rd.Clock.IsZero() ||
 		(!c.cfg.LazyFrontiers && c.durableAdv > 0)
 	return rd
 }
@@ -230,7 +263,7 @@ func (c *Core) ctrlMessage(rd *Ready, p *peer, hb, full bool) {
 	if !hb && !full && !c.ctrlDue(p) {
 		return
 	}
-	m := Message{Type: MsgAcks, From: c.cfg.Site, To: p.name, Schema: c.schemaFP}
+	m := Message{Type: MsgAcks, From: c.cfg.Site, To: p.name, Schema: c.schemaFP, Session: c.incarnation}
 	if hb {
 		m.Clock = c.readyClock
 		m.Heads = make([]Position, 0, len(c.own))
@@ -315,6 +348,10 @@ func (c *Core) laneMessages(rd *Ready, p *peer, l int) {
 				continue
 			}
 			nx := s.next[p.idx]
+			if nx != 0 && nx <= s.floor {
+				c.tellTruncated(p, s)
+				continue
+			}
 			for nx != 0 && nx <= s.durable && bytes < c.cfg.MaxBatchBytes && !ln.windowFull {
 				ents, err := c.read(s, nx, s.durable, c.cfg.MaxBatchBytes-bytes)
 				if err != nil {

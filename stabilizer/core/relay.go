@@ -28,6 +28,9 @@ type relayState struct {
 type relayCursor struct {
 	next  uint64
 	epoch uint64
+	// told: the peer was sent MsgTruncated for the stream in this epoch:
+	// it lacks what this site dropped.
+	told bool
 }
 
 // relayEnabled reports whether this site relays at all.
@@ -91,7 +94,7 @@ func (c *Core) relayPreferred(s *stream, p *peer) bool {
 // relayDue reports whether s is to be relayed to p now, starting at from;
 // it may start a takeover.
 func (c *Core) relayDue(s *stream, p *peer, from uint64, start bool) bool {
-	if from > s.durable {
+	if from > s.durable || from <= s.floor {
 		return false
 	}
 	st := &p.relay[s.origin]
@@ -156,6 +159,10 @@ func (c *Core) relayMessages(rd *Ready, p *peer) {
 				lacks = true
 			}
 			nx := c.relayFrom(s, p)
+			if nx <= s.floor && nx <= s.durable {
+				c.tellRelayTruncated(p, s)
+				continue
+			}
 			if p.lanes[s.lane].windowFull || !c.relayDue(s, p, nx, true) {
 				continue
 			}
@@ -172,6 +179,23 @@ func (c *Core) relayMessages(rd *Ready, p *peer) {
 	for l := range b {
 		b[l].flush(rd, p)
 	}
+}
+
+// tellRelayTruncated tells p, once per relay epoch, that this site dropped
+// entries of another origin's stream that p lacks: with the origin down,
+// p may have to catch up from a snapshot.
+func (c *Core) tellRelayTruncated(p *peer, s *stream) {
+	if s.relay == nil {
+		s.relay = make([]relayCursor, c.n)
+	}
+	if rc := s.relay[p.idx]; rc.epoch == p.relayEpoch && rc.told {
+		return
+	}
+	s.relay[p.idx] = relayCursor{epoch: p.relayEpoch, told: true}
+	c.pendingMsgs = append(c.pendingMsgs, Message{
+		Type: MsgTruncated, From: c.cfg.Site, To: p.name, Session: p.session, Version: ProtocolVersion, Schema: c.schemaFP,
+		Positions: []Position{{Stream: s.id, Seq: s.floor, HLC: s.floorHLC}},
+	})
 }
 
 // batch is a Data message being filled for one peer, on one lane.

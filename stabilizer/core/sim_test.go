@@ -57,6 +57,7 @@ func TestSim(t *testing.T) {
 		"setpred", "storage.reads", "seeds.lazy", "interleave", "delivered", "frontier", "stabletime", "msg.hello", "msg.positions",
 		"transient.define", "transient.scope", "transient.remove", "transient.scoped", "transient.frontier", "transient.stabletime",
 		"relayed", "relayed.down",
+		"truncated", "truncate.beyond", "wipe", "behind", "snapshot", "abandoned",
 	} {
 		if total[k] == 0 {
 			t.Errorf("no seed exercised %q: %v", k, total)
@@ -93,6 +94,11 @@ type simStore struct {
 	// once a later Ready syncs, lost in a crash before that.
 	pendFronts map[fkey]core.FrontierState
 	pendStable map[string]core.StableTime
+	// floor: per stream, the highest seq truncated: log entries at or
+	// below it are gone (the slice keeps them only for its length).
+	floor       map[core.StreamID]uint64
+	recovery    core.Recovery
+	incarnation uint64
 }
 
 // sync makes unsynced writes durable, as a synced write does in a log.
@@ -112,6 +118,7 @@ func newStore() *simStore {
 		preds: map[string]core.PredicateDef{}, fronts: map[fkey]core.FrontierState{},
 		stable: map[string]core.StableTime{}, app: map[core.StreamID]uint64{},
 		pendFronts: map[fkey]core.FrontierState{}, pendStable: map[string]core.StableTime{},
+		floor: map[core.StreamID]uint64{},
 	}
 }
 
@@ -120,6 +127,9 @@ func (st *simStore) Entries(id core.StreamID, lo, hi uint64, maxBytes int) ([]co
 	l := st.log[id]
 	if lo == 0 || hi > uint64(len(l)) || lo > hi {
 		return nil, fmt.Errorf("sim storage: %s %d..%d not persisted (have %d)", id, lo, hi, len(l))
+	}
+	if lo <= st.floor[id] {
+		return nil, fmt.Errorf("sim storage: %s %d..%d truncated up to %d", id, lo, hi, st.floor[id])
 	}
 	var out []core.Entry
 	n := 0
@@ -145,6 +155,9 @@ func (st *simStore) state() core.State {
 		if a, ok := st.app[id]; ok {
 			s.Applied = append(s.Applied, core.Position{Stream: id, Seq: a})
 		}
+		if f := st.floor[id]; f > 0 {
+			s.Truncated = append(s.Truncated, core.Position{Stream: id, Seq: f, HLC: l[f-1].HLC})
+		}
 	}
 	for _, k := range sortedKeys(st.acks, func(a, b akey) int {
 		return cmpIDs(a.stream, b.stream)*8 + (a.level - b.level)
@@ -166,6 +179,8 @@ func (st *simStore) state() core.State {
 		s.StableTimes = append(s.StableTimes, st.stable[k])
 	}
 	s.Clock = st.clock
+	s.Recovery = st.recovery
+	s.Incarnation = st.incarnation
 	return s
 }
 
@@ -229,6 +244,17 @@ type simSite struct {
 	// (core.AllStreams: every stream).
 	transient []string
 	scopes    map[string]map[string]bool
+
+	// wiped: the site lost its store; it appends nothing until a
+	// snapshot gave it back its own streams' positions (restoreWiped).
+	wiped, everWiped bool
+	// beyond: per stream, the highest seq this incarnation truncated to
+	// with beyondPeers; truncations above it are checked against every
+	// other site's store.
+	beyond map[core.StreamID]uint64
+	// claimed: the cells of its own row the site persisted since it was
+	// last wiped, which a restart must not go below.
+	claimed map[akey]uint64
 }
 
 // inScope reports whether site evaluates transient predicate name on id.
@@ -337,6 +363,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 		ResendTicks:       pick(15, 40),
 		RelayDelay:        pick(3, 10, 30),
 		LazyFrontiers:     rng.IntN(2) == 0,
+		JoinPeers:         true,
 		// ckpt on a lane of its own (PlaneBulk) in half the runs.
 		BulkStreams:          [][]string{nil, {"ckpt"}}[rng.IntN(2)],
 		MaxBulkInflightBytes: pick(200, 1000, 1<<20),
@@ -395,19 +422,17 @@ func (s *sim) start(site *simSite) {
 	}
 	// After a restart, the site's own row must not be below what it ever
 	// persisted: acks never go backwards.
-	for id, cl := range s.claims {
-		acks, err := c.Acks(id)
+	site.beyond = map[core.StreamID]uint64{}
+	for _, k := range sortedKeys(site.claimed, func(a, b akey) int { return cmpIDs(a.stream, b.stream)*8 + (a.level - b.level) }) {
+		acks, err := c.Acks(k.stream)
 		if err != nil {
-			if hasClaim(cl, site.idx, len(s.schema.Sites)) {
-				s.failf("restart %s: stream %s with persisted acks is unknown: %v", site.name, id, err)
+			if site.claimed[k] > 0 {
+				s.failf("restart %s: stream %s with persisted acks is unknown: %v", site.name, k.stream, err)
 			}
 			continue
 		}
-		for l := 0; l < s.schema.NumLevels(); l++ {
-			i := l*len(s.schema.Sites) + site.idx
-			if acks[i] < cl[i] {
-				s.failf("restart %s: own ack %s level %d went back from %d to %d", site.name, id, l, cl[i], acks[i])
-			}
+		if i := k.level*len(s.schema.Sites) + site.idx; acks[i] < site.claimed[k] {
+			s.failf("restart %s: own ack %s level %d went back from %d to %d", site.name, k.stream, k.level, site.claimed[k], acks[i])
 		}
 	}
 	// The application's custom-level positions are its own durable state:
@@ -624,6 +649,7 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 			s.sameAsTruth(site, "persisted", e)
 		}
 	}
+	s.truncations(site, rd)
 	for _, a := range rd.Acks {
 		if a.Site != site.name {
 			s.failf("%s: Ready.Acks holds a cell of %s", site.name, a.Site)
@@ -636,6 +662,11 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 		}
 		i := a.Level*n + site.idx
 		cl[i] = max(cl[i], a.Seq)
+		if site.claimed == nil {
+			site.claimed = map[akey]uint64{}
+		}
+		k := akey{a.Stream, a.Level}
+		site.claimed[k] = max(site.claimed[k], a.Seq)
 		// The claim must be true now that it is durable.
 		held := uint64(len(st.log[a.Stream]))
 		switch {
@@ -870,7 +901,7 @@ func (s *sim) checkAll() {
 				if i%n != site.idx && (cl == nil || v > cl[i]) {
 					s.failf("%s: table %s cell level %d site %d = %d exceeds that site's claims", site.name, id, i/n, i%n, v)
 				}
-				if last != nil && v < last[i] {
+				if last != nil && v < last[i] && !s.sites[i%n].everWiped {
 					s.failf("%s: table %s cell level %d site %d went back from %d to %d", site.name, id, i/n, i%n, last[i], v)
 				}
 			}
@@ -909,6 +940,9 @@ func (s *sim) checkAll() {
 					continue
 				}
 				k := sort.Search(len(tl), func(i int) bool { return t.Less(tl[i].HLC) }) // messages 1..k are at or below t
+				for k > 0 && isVoid(tl[k-1]) {
+					k-- // abandoned seqs name no message
+				}
 				if k == 0 {
 					continue
 				}
@@ -1018,6 +1052,9 @@ func (s *sim) append() {
 }
 
 func (s *sim) appendAt(site *simSite) {
+	if site.wiped || site.core.Joining() {
+		return
+	}
 	name := []string{"kv", "jobs", "ckpt"}[s.rng.IntN(3)]
 	s.appends++
 	payload := fmt.Appendf(nil, "%s/%s/%d/%s", site.name, name, s.appends, strings.Repeat("x", s.rng.IntN(60)))
@@ -1227,6 +1264,12 @@ func (s *sim) step() {
 		s.setPredicate()
 	case r < 980:
 		s.transientPredicate()
+	case r < 990:
+		s.truncate()
+	case r < 992:
+		s.wipe()
+	case r < 996:
+		s.catchUp()
 	default:
 		// A reconnect without a cut: both sides see the connection drop
 		// and come back, as after an idle timeout.
@@ -1263,6 +1306,9 @@ func (s *sim) heal() {
 	}
 	// Streams begun on established channels must flow too.
 	for _, site := range s.sites {
+		if site.wiped || site.core.Joining() {
+			continue
+		}
 		_, _, err := site.core.Append(fmt.Sprintf("late-%d", s.rng.IntN(3)), []byte("late"))
 		s.check(err, "append")
 		s.process(site)
@@ -1276,6 +1322,10 @@ func (s *sim) heal() {
 		}
 		for _, site := range s.sites {
 			s.apply(site, true)
+			s.process(site)
+		}
+		s.catchUp()
+		for _, site := range s.sites {
 			s.process(site)
 		}
 		s.checkAll()
@@ -1332,6 +1382,10 @@ func (s *sim) healWithout(down *simSite) {
 				s.process(site)
 			}
 		}
+		s.catchUp()
+		for _, site := range s.sites {
+			s.process(site)
+		}
 		s.checkAll()
 		if s.caughtUp(down) == "" {
 			s.counts["relay.phases"]++
@@ -1350,6 +1404,9 @@ func (s *sim) healWithout(down *simSite) {
 func (s *sim) caughtUp(down *simSite) string {
 	for _, id := range sortedKeys(s.truth, cmpIDs) {
 		want := uint64(len(s.truth[id]))
+		if o, _ := s.schema.SiteIndex(id.Origin); s.sites[o].wiped {
+			continue // its entries may be only at down; heal brings them
+		}
 		if id.Origin == down.name {
 			want = 0
 			for _, site := range s.upSites() {
@@ -1379,6 +1436,9 @@ func (s *sim) converged() string {
 	for _, site := range s.sites {
 		for _, id := range sortedKeys(s.truth, cmpIDs) {
 			head := uint64(len(s.truth[id]))
+			if head == 0 {
+				continue // a wipe took all of it: the stream never was
+			}
 			for _, d := range site.core.Predicates() {
 				f, err := site.core.Frontier(id, d.Name)
 				if err != nil || f.Seq != head {
@@ -1395,7 +1455,7 @@ func (s *sim) converged() string {
 		// stable times, over fewer streams, the newest message's time.
 		for _, name := range site.transient {
 			for _, id := range sortedKeys(s.truth, cmpIDs) {
-				if !site.inScope(name, id) {
+				if !site.inScope(name, id) || len(s.truth[id]) == 0 {
 					continue
 				}
 				if f, err := site.core.Frontier(id, name); err != nil || f.Seq != uint64(len(s.truth[id])) {
@@ -1480,7 +1540,10 @@ func (s *sim) dump() string {
 	var b strings.Builder
 	n := len(s.schema.Sites)
 	for _, site := range s.sites {
-		fmt.Fprintf(&b, "%s up=%v\n", site.name, site.up)
+		fmt.Fprintf(&b, "%s up=%v wiped=%v\n", site.name, site.up, site.wiped)
+		if site.up {
+			fmt.Fprintf(&b, "  joining=%v lost=%v behind=%v\n", site.core.Joining(), site.core.Lost(), site.core.Behind())
+		}
 		if !site.up {
 			continue
 		}

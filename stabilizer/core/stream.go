@@ -24,6 +24,18 @@ type stream struct {
 	headHLC HLC
 	written uint64 // highest seq handed to the driver in Ready.Entries
 	durable uint64 // highest seq the driver confirmed persisted (Advance)
+	// floor is the highest seq dropped from the log (Truncate,
+	// InstallSnapshot); floorHLC its time. behind is an origin's floor
+	// above head: entries only a snapshot can replace.
+	floor    uint64
+	floorHLC HLC
+	behind   uint64
+	// void is an own stream's last abandoned range (abandonLost): seqs
+	// that name no message, which peers skip without a snapshot.
+	void VoidRange
+	// told is, per peer, the session of our channel in which the peer was
+	// told the stream is truncated past what it holds (MsgTruncated).
+	told []uint64
 
 	delivered uint64  // highest seq handed to the application
 	appPos    uint64  // highest seq the application reported applied
@@ -206,6 +218,9 @@ func (s *stream) trim(low uint64, maxBytes int) {
 func (c *Core) read(s *stream, lo, hi uint64, maxBytes int) ([]Entry, error) {
 	if lo > hi {
 		return nil, nil
+	}
+	if lo <= s.floor {
+		return nil, fmt.Errorf("%w: %s %d, dropped up to %d", errTruncated, s.id, lo, s.floor)
 	}
 	first := s.memFirst()
 	if lo >= first {

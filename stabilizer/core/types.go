@@ -65,6 +65,10 @@ const (
 	MsgAcks
 	// MsgReject refuses a Hello (wrong version); Reason says why.
 	MsgReject
+	// MsgTruncated tells the destination that the origin dropped entries
+	// it lacks (origin -> destination): Positions holds each stream's
+	// floor. The destination needs a snapshot (Core.Behind).
+	MsgTruncated
 )
 
 func (t MsgType) String() string {
@@ -79,6 +83,8 @@ func (t MsgType) String() string {
 		return "acks"
 	case MsgReject:
 		return "reject"
+	case MsgTruncated:
+		return "truncated"
 	}
 	return "msg(" + strconv.Itoa(int(t)) + ")"
 }
@@ -100,7 +106,8 @@ type Message struct {
 	From, To string
 	// Session identifies the origin's current channel to the destination
 	// (Hello, Positions, Data); replies echo it so that stale answers from
-	// an earlier session can be told apart.
+	// an earlier session can be told apart. In Acks it is the sender's
+	// incarnation (Ready.Incarnation); 0 from a release without one.
 	Session uint64
 	// Version is the sender's ProtocolVersion (Hello, Positions).
 	Version uint32
@@ -114,6 +121,8 @@ type Message struct {
 	Positions []Position
 	// Clock of Acks, when non-zero: the sender will never again issue a
 	// timestamp at or below it, and Heads were its streams' heads then.
+	// Heads of Positions: how far To's own row said it persisted its
+	// streams, as the sender remembers (Core.Lost).
 	Clock HLC
 	Heads []Position
 	// Cells of Acks: cells of the sender's own row.
