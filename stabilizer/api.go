@@ -313,6 +313,12 @@ type StreamStatus struct {
 	Stream    StreamID
 	Head      uint64 // appended (own) or received in order (remote)
 	Persisted uint64
+	// Truncated is the highest seq dropped from this site's log (0:
+	// none): Truncated+1..Persisted can be read back.
+	Truncated uint64
+	// Behind is set when the origin dropped entries this site lacks: it
+	// catches up from a snapshot (state transfer).
+	Behind    bool
 	Acks      []uint64 // flat, as AckTable
 	Frontiers map[string]FrontierState
 }
@@ -323,10 +329,20 @@ func (n *Node) Streams(ctx context.Context) ([]StreamStatus, error) {
 	var out []StreamStatus
 	preds := n.PredicateNames(ctx)
 	err := n.do(ctx, func() {
+		behind := map[StreamID]bool{}
+		for _, b := range n.core.Behind() {
+			behind[b.Stream] = true
+		}
+		defer func() {
+			for i := range out {
+				out[i].Behind = behind[out[i].Stream]
+			}
+		}()
 		for _, id := range n.core.Streams() {
 			st := StreamStatus{Stream: id, Frontiers: map[string]FrontierState{}}
 			st.Head, st.Persisted, _ = n.core.Head(id)
 			st.Acks, _ = n.core.Acks(id)
+			st.Truncated, _, _ = n.core.Floor(id)
 			out = append(out, st)
 		}
 	})

@@ -197,6 +197,9 @@ type Node struct {
 		bulk     []string // streams registered with HandleBulk
 		// namespaces are the names Namespace handed out.
 		namespaces map[string]bool
+		// transfer: per stream name, how its application's state is
+		// transferred to a site that lacks the log (EnableStateTransfer).
+		transfer map[string]*transfer
 		// inline are the inline predicates the core holds (inline.go):
 		// inUse of them in use, the others idle, most recent first.
 		inline map[string]*inline
@@ -269,6 +272,7 @@ func New(cfg Config) (*Node, error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.mu.apps = map[string]*appQueue{}
 	n.mu.namespaces = map[string]bool{}
+	n.mu.transfer = map[string]*transfer{}
 	n.mu.inline = map[string]*inline{}
 	n.mu.idle = list.New()
 	n.mu.planes = map[string]uint8{}

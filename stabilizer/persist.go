@@ -24,6 +24,7 @@ const (
 	keyStable    = 's' // predicate -> hlc
 	keyClock     = 'c' // -> hlc
 	keyApplied   = 'a' // name(origin) name(stream) -> seq (8 bytes): an application's position
+	keyFloor     = 't' // name(origin) name(stream) -> seq, hlc: the time of a stream's truncation point
 	// keyFrontierV1 is the frontier record of earlier releases, its parts
 	// joined with NUL bytes, which stream names may hold. Start rewrites
 	// such records under keyFrontier.
@@ -111,6 +112,15 @@ func (n *Node) readyBatch(rd *core.Ready) *storage.Batch {
 	}
 	if !rd.Clock.IsZero() {
 		b.AppSet(nodeNS, []byte{keyClock}, appendHLC(nil, rd.Clock))
+	}
+	for _, t := range rd.Truncations {
+		if t.Skip {
+			b.Skip(t.Stream.Origin, t.Stream.Name, t.Seq)
+		} else {
+			b.Truncate(t.Stream.Origin, t.Stream.Name, t.Seq)
+		}
+		k := appendName(appendName([]byte{keyFloor}, t.Stream.Origin), t.Stream.Name)
+		b.AppSet(nodeNS, k, appendHLC(binary.AppendUvarint(nil, t.Seq), t.HLC))
 	}
 	return &b
 }
@@ -229,7 +239,35 @@ func (n *Node) restoreState() (core.State, error) {
 	if err != nil {
 		return st, fmt.Errorf("stabilizer: restore: %w", err)
 	}
+	restoreFloors(&st, n.store.Streams())
 	return st, n.migrate(&st)
+}
+
+// restoreFloors sets each stream's truncation point from the log, which is
+// the truth, with the time recorded beside it when the two agree (a crash
+// may lose a record's fsync, never the log's); a stream truncated up to its
+// head takes its head's time from there.
+func restoreFloors(st *core.State, streams []storage.StreamInfo) {
+	hlcs := make(map[Position]HLC, len(st.Truncated))
+	for _, t := range st.Truncated {
+		hlcs[Position{Stream: t.Stream, Seq: t.Seq}] = t.HLC
+	}
+	st.Truncated = st.Truncated[:0]
+	heads := make(map[StreamID]int, len(st.Heads))
+	for i, h := range st.Heads {
+		heads[h.Stream] = i
+	}
+	for _, si := range streams {
+		if si.Truncated == 0 {
+			continue
+		}
+		id := StreamID{Origin: si.Origin, Name: si.Stream}
+		h := hlcs[Position{Stream: id, Seq: si.Truncated}]
+		st.Truncated = append(st.Truncated, Position{Stream: id, Seq: si.Truncated, HLC: h})
+		if i, ok := heads[id]; ok && si.Head == si.Truncated {
+			st.Heads[i].HLC = h
+		}
+	}
 }
 
 func (n *Node) restoreKey(st *core.State, k, v []byte) error {
@@ -269,6 +307,17 @@ func (n *Node) restoreKey(st *core.State, k, v []byte) error {
 			return bad
 		}
 		st.Applied = append(st.Applied, Position{Stream: StreamID{Origin: parts[0], Name: parts[1]}, Seq: binary.BigEndian.Uint64(v)})
+	case keyFloor:
+		parts, ok := readNames(k[1:], 2)
+		seq, m := binary.Uvarint(v)
+		if !ok || m <= 0 {
+			return bad
+		}
+		h, _, err := readHLC(v[m:])
+		if err != nil {
+			return bad
+		}
+		st.Truncated = append(st.Truncated, Position{Stream: StreamID{Origin: parts[0], Name: parts[1]}, Seq: seq, HLC: h})
 	case keyStable:
 		h, _, err := readHLC(v)
 		if err != nil {

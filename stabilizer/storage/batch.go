@@ -50,6 +50,7 @@ type ackUpdate struct {
 type truncation struct {
 	origin, stream string
 	upto           uint64
+	skip           bool // Skip: move the head up to upto
 }
 
 type opKind uint8
@@ -131,6 +132,17 @@ func (b *Batch) Truncate(origin, stream string, upto uint64) {
 	}
 	b.truncs = append(b.truncs, truncation{origin: origin, stream: stream, upto: upto})
 	b.size += 2*len(origin) + 2*len(stream) + 32
+}
+
+// Skip is Truncate for a stream that continues past its head: when upto is
+// beyond the head, the head moves to upto, as if messages up to it had been
+// appended and truncated. A site that installed a snapshot of the
+// application's state holding their effects skips what it never received.
+func (b *Batch) Skip(origin, stream string, upto uint64) {
+	b.Truncate(origin, stream, upto)
+	if n := len(b.truncs); n > 0 && b.truncs[n-1].origin == origin && b.truncs[n-1].stream == stream {
+		b.truncs[n-1].skip = true
+	}
 }
 
 // AppSet sets key to value in application namespace ns. Applications own

@@ -441,6 +441,9 @@ func (s *Store) stage(b *Batch, g *group, touched map[streamID]struct{}, ackTouc
 	for _, t := range b.truncs {
 		id := streamID{t.origin, t.stream}
 		st := get(id)
+		if t.skip && t.upto > st.head {
+			st.head = t.upto
+		}
 		if t.upto > st.head {
 			return fmt.Errorf("storage: truncate %s/%s to %d: beyond head %d: %w", t.origin, t.stream, t.upto, st.head, ErrInvalid)
 		}

@@ -1,0 +1,48 @@
+package stabilizer
+
+import (
+	"context"
+	"fmt"
+)
+
+// TruncateOptions qualify a Truncate.
+type TruncateOptions struct {
+	// BeyondPeers lets the truncation take entries some peer has not
+	// persisted yet. That peer is told, and catches up from a snapshot of
+	// the application's state instead of the log: allowed only for
+	// streams whose application's state can be transferred
+	// (EnableStateTransfer).
+	BeyondPeers bool
+}
+
+// Truncate drops the prefix of stream id up to upto from this site's log,
+// as the stream's retention policy decides: never past what the local
+// application applied, nor, unless opts.BeyondPeers, past what every other
+// site persisted. It returns the stream's truncation point afterwards
+// (everything at or below it is gone from this site's log); the deletion
+// is a range deletion, made durable with the node's next write. A
+// truncation beyond what the application applied is cut to it, not
+// refused: policies may ask for more than can be had yet.
+func (n *Node) Truncate(ctx context.Context, id StreamID, upto uint64, opts TruncateOptions) (uint64, error) {
+	if opts.BeyondPeers && !n.transfers(id.Name) {
+		return 0, fmt.Errorf("stabilizer: truncate %s beyond peers: its application's state cannot be transferred "+
+			"(EnableStateTransfer), so a peer that lacks the entries could never catch up", id)
+	}
+	var floor uint64
+	var err error
+	if derr := n.do(ctx, func() { floor, err = n.core.Truncate(id, upto, opts.BeyondPeers) }); derr != nil {
+		return 0, fmt.Errorf("stabilizer: truncate %s: %w", id, derr)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("stabilizer: %w", err)
+	}
+	return floor, nil
+}
+
+// transfers reports whether the streams named name have state transfer.
+func (n *Node) transfers(name string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.mu.transfer[name]
+	return ok
+}
