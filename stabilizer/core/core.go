@@ -97,6 +97,10 @@ type Core struct {
 	// that a Ready handed it out.
 	incarnation uint64
 	incStored   bool
+	// reserveClock: the clock observed a time this site's earlier
+	// incarnation may have exposed (a snapshot's, a peer's memory of our
+	// heartbeat); the next Ready persists a reservation above it.
+	reserveClock bool
 	pendingDefs []PredicateDef
 	errs        []error
 
@@ -223,6 +227,11 @@ func New(cfg Config, st State) (*Core, error) {
 			return nil, fmt.Errorf("%w: lost stream %s is not this site's", ErrBadState, l.Stream)
 		}
 		c.noteLost(l.Stream.Name, l.Seq, -1)
+	}
+	if c.joining || c.hasLost() {
+		// Our heads may not be all we issued: our own time stands still
+		// until they are (see hbDue).
+		c.originT[c.self] = HLC{}
 	}
 	return c, nil
 }

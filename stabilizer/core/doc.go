@@ -143,15 +143,18 @@
 // a peer lacks says so too. The peer lists the stream in Ready.Behind:
 // only a snapshot of the application's state can bring it up to date.
 //
-// State transfer: the driver takes a snapshot at a peer (the
-// application's state and the positions of every stream of its name
-// that state reflects, consistent with each other), checks it here
+// State transfer, per stream: the driver takes a snapshot at a peer of the
+// application's state of one origin's stream, with the position that
+// state reflects (consistent with each other), checks it here
 // (CheckSnapshot: it must not need entries this site dropped), replaces
-// the application's state, records the positions, and calls
-// InstallSnapshot: streams whose log ends below the snapshot skip to it
-// (Truncation.Skip moves the head; the driver moves the application's
-// position with it in the same write), the others are delivered again
-// from the snapshot's position.
+// the application's state of that stream, records the position, and
+// calls InstallSnapshot: a stream whose log ends below the snapshot skips
+// to it (Truncation.Skip moves the head; the driver moves the
+// application's position with it in the same write), one whose log holds
+// it is delivered again from there. Per stream, not per application: two
+// sites that each dropped entries of their own stream the other lacks
+// (each truncated beyond the other while it was down) can only both catch
+// up this way.
 //
 // A wiped store: a site that starts empty (with JoinPeers) waits to hear
 // every peer before it appends (Joining). Peers' rows say how far they

@@ -136,29 +136,38 @@ func (c *Core) newSession(p *peer) {
 // answerHello tells p what we hold of its streams, for the session of its
 // channel to us that we last heard a Hello of.
 func (c *Core) answerHello(p *peer) {
+	heads, clock := c.remembered(p.idx)
 	c.pendingMsgs = append(c.pendingMsgs, Message{
 		Type: MsgPositions, From: c.cfg.Site, To: p.name, Session: p.helloSession, Version: ProtocolVersion, Schema: c.schemaFP,
-		Positions: c.positions(p.idx), Heads: c.remembered(p.idx),
+		Positions: c.positions(p.idx), Heads: heads, Clock: clock,
 	})
 }
 
 // remembered lists, for each of origin's streams, the highest seq this
 // site knows existed: its own persisted cell as this site's table holds
 // it, and the frontiers released here (they rest on acks of entries that
-// existed, and survive a restart, which the table does not). A site that
-// lost its store learns from it which seqs it gave out (Core.Lost).
-func (c *Core) remembered(origin int) []Position {
+// existed, and survive a restart, which the table does not); and the
+// highest time this site knows origin issued, of a heartbeat or a
+// message. A site that lost its store learns from them which seqs it gave
+// out (Core.Lost) and above which time it must stamp.
+func (c *Core) remembered(origin int) ([]Position, HLC) {
 	var ps []Position
+	clock := c.originT[origin]
 	for _, s := range c.byOrigin[origin] {
 		v := s.acks[frontier.Persisted*c.n+origin]
+		clock = maxHLC(clock, s.headHLC)
+		for _, h := range s.hlcs {
+			clock = maxHLC(clock, h)
+		}
 		for _, r := range s.rel {
 			v = max(v, r.seq)
+			clock = maxHLC(clock, r.hlc)
 		}
 		if v > 0 {
 			ps = append(ps, Position{Stream: s.id, Seq: v})
 		}
 	}
-	return ps
+	return ps, clock
 }
 
 // positions lists what this site holds of origin's streams.
@@ -251,13 +260,20 @@ func (c *Core) stepPositions(p *peer, m Message) error {
 		if q.Stream.Origin != c.cfg.Site {
 			return fmt.Errorf("core: positions from %s: %w: stream %s is not ours", p.name, ErrBadMessage, q.Stream)
 		}
+		// What the peer holds beyond our log is noted from its row
+		// (stepAcks), which names its incarnation.
 		pos[q.Stream.Name] = q.Seq
-		c.noteLost(q.Stream.Name, q.Seq, p.idx)
 	}
 	for _, q := range m.Heads {
 		if q.Stream.Origin == c.cfg.Site {
 			c.noteLost(q.Stream.Name, q.Seq, -1)
 		}
+	}
+	if c.reserved.Less(m.Clock) {
+		// The peer heard a heartbeat of ours above our clock: our store
+		// lost its reservation. Never stamp at or below it again.
+		c.observe(m.Clock)
+		c.reserveClock = true
 	}
 	var err error
 	for _, s := range c.own {

@@ -86,7 +86,7 @@ func (c *Core) HasReady() bool {
 	if c.awaiting {
 		return false
 	}
-	if len(c.truncs) > 0 || len(c.behind) > 0 || c.recoveryDirty || !c.incStored {
+	if len(c.truncs) > 0 || len(c.behind) > 0 || c.recoveryDirty || !c.incStored || c.reserveClock {
 		return true
 	}
 	if len(c.pendingMsgs) > 0 || len(c.dirtyCells) > 0 || len(c.pendingDefs) > 0 || len(c.scoping) > 0 || len(c.errs) > 0 {
@@ -210,6 +210,13 @@ func (c *Core) Ready() Ready {
 		}
 	} else {
 		c.readyClock = HLC{}
+	}
+	if c.reserveClock {
+		c.reserveClock = false
+		if c.reserved.Less(c.clock) {
+			c.reserved = c.clock
+			rd.Clock = c.reserved
+		}
 	}
 	full := c.tick >= c.nextFull
 	if full {

@@ -1,17 +1,16 @@
 package core_test
 
 import (
-	"slices"
-
 	"github.com/stabilizer/stabilizer/stabilizer/core"
 )
 
 // Truncation and state transfer in the simulation. Sites truncate streams
 // at random: within what every peer persisted, or beyond it when every
 // site lacking the entries is down (a site down longer than its peers
-// retain). Sites are wiped at random: they lose their store. Both kinds
-// catch up from a snapshot of another site's application state, which in
-// the simulation is its applied positions (the application keeps nothing
+// retain). Sites are wiped at random, several at once too: they lose
+// their store. Both kinds catch up, stream by stream, from a snapshot of
+// another site's application state of that stream, which in the
+// simulation is its applied position (the application keeps nothing
 // else). The invariants of the simulation hold throughout; truncations
 // within peers are checked against the peers' stores, and heal requires
 // every site to converge.
@@ -105,14 +104,9 @@ func (s *sim) truncate() {
 // wipe crashes a site and takes its store: what only it held is gone from
 // the ground truth too (its own streams', and others' whose origin was
 // wiped before).
-//
-// One recovery at a time: a site is wiped only while no other is still
-// catching up. With overlapping recoveries, what each site lacks may sit
-// at different holders, and a snapshot of one application's whole state
-// from one source cannot merge them; the sites would wait on each other.
 func (s *sim) wipe() {
 	site := s.anyUp()
-	if site == nil || len(s.upSites()) < 2 || s.recovering() {
+	if site == nil || len(s.upSites()) < 2 {
 		return
 	}
 	s.logf("wipe %s", site.name)
@@ -135,140 +129,65 @@ func (s *sim) wipe() {
 	}
 }
 
-// recovering reports whether some site is wiped and not whole again, or
-// behind a truncation.
-func (s *sim) recovering() bool {
-	for _, o := range s.sites {
-		if o.wiped || (o.up && len(o.core.Behind()) > 0) {
-			return true
-		}
-	}
-	return false
-}
-
-// catchUp has every site that needs a snapshot try to install one: a
-// wiped site for each name of its own streams, others for the streams
-// whose origins truncated what they lack.
+// catchUp has every site that needs a snapshot try to install one, per
+// stream: the streams whose origins (or relays) dropped what it lacks,
+// and, once it heard every peer, a wiped site's own streams that peers
+// hold beyond its log.
 func (s *sim) catchUp() {
 	for _, site := range s.sites {
 		if !site.up {
 			continue
 		}
-		// Lost is complete only once every peer was heard.
+		need := site.core.Behind()
 		if site.wiped && !site.core.Joining() {
-			for _, l := range site.core.Lost() {
-				s.restore(site, l.Stream.Name)
-			}
+			// Lost is complete only once every peer was heard.
+			need = append(need, site.core.Lost()...)
+		}
+		for _, q := range need {
+			s.restore(site, q)
 		}
 		site.wiped = site.wiped && (site.core.Joining() || len(site.core.Lost()) > 0)
-		var names []string
-		for _, b := range site.core.Behind() {
-			if !slices.Contains(names, b.Stream.Name) {
-				names = append(names, b.Stream.Name)
-			}
-		}
-		for _, name := range names {
-			s.restore(site, name)
-		}
 	}
 }
 
-// restore installs at site a snapshot of name's application from another
-// site that holds enough: past the floors the site is behind, and,
-// preferably, every entry of the site's own streams that peers hold (the
-// driver learns that from every peer's acks); and nothing the site dropped
-// and would need. A holder of the lost entries may be down: then a
-// snapshot that only ends being behind will do, and a later one brings
-// back the rest.
-func (s *sim) restore(site *simSite, name string) bool {
-	behind := map[core.StreamID]uint64{}
-	for _, b := range site.core.Behind() {
-		if b.Stream.Name == name {
-			behind[b.Stream] = b.Seq
+// restore installs at site a snapshot of stream q.Stream's application
+// state from another site that applied it up to q.Seq at least, and not
+// below what the site dropped of it.
+func (s *sim) restore(site *simSite, q core.Position) bool {
+	for _, k := range s.rng.Perm(len(s.sites)) {
+		src := s.sites[k]
+		a := src.store.app[q.Stream]
+		if src == site || !src.up || a < q.Seq || a == 0 {
+			continue
 		}
-	}
-	lost := map[core.StreamID]uint64{}
-	for _, l := range site.core.Lost() {
-		if l.Stream.Name == name && !site.core.Joining() {
-			// While joining, Lost is not complete: a later snapshot
-			// covers it.
-			lost[l.Stream] = l.Seq
+		pos := []core.Position{{Stream: q.Stream, Seq: a, HLC: s.truth[q.Stream][a-1].HLC}}
+		if err := site.core.CheckSnapshot(pos); err != nil {
+			s.logf("restore %s of %s from %s: %v", site.name, q.Stream, src.name, err)
+			continue
 		}
-	}
-	for _, needLost := range []bool{true, false} {
-		if !needLost && len(behind) == 0 {
-			break
-		}
-		for _, k := range s.rng.Perm(len(s.sites)) {
-			src := s.sites[k]
-			if src == site || !src.up || !covers(src, behind) || (needLost && !covers(src, lost)) {
-				continue
-			}
-			var pos []core.Position
-			for _, id := range sortedKeys(src.store.app, cmpIDs) {
-				if a := src.store.app[id]; id.Name == name && a > 0 {
-					pos = append(pos, core.Position{Stream: id, Seq: a, HLC: s.truth[id][a-1].HLC})
-				}
-			}
-			if err := site.core.CheckSnapshot(name, pos); err != nil {
-				s.logf("restore %s of %s from %s: %v", site.name, name, src.name, err)
-				continue
-			}
-			s.install(site, src, name, pos)
-			return true
-		}
+		s.install(site, src, pos)
+		return true
 	}
 	return false
 }
 
-// covers reports whether src's application applied each stream as far as
-// need says.
-func covers(src *simSite, need map[core.StreamID]uint64) bool {
-	for id, want := range need {
-		if src.store.app[id] < want {
-			return false
-		}
-	}
-	return true
-}
-
 // install does what a driver does once a snapshot arrived: the
-// application's state (here, its positions) and the streams' skipped
-// heads in one durable write, then the core.
-func (s *sim) install(site, src *simSite, name string, pos []core.Position) {
+// application's state of the streams (here, its positions) and their
+// skipped heads in one durable write, then the core.
+func (s *sim) install(site, src *simSite, pos []core.Position) {
 	st := site.store
-	at := map[core.StreamID]uint64{}
-	for _, q := range pos {
-		at[q.Stream] = q.Seq
-	}
-	for _, id := range sortedKeys(st.app, cmpIDs) {
-		if id.Name == name {
-			st.app[id] = 0
-			site.verified[id] = 0
-		}
-	}
 	for _, q := range pos {
 		st.app[q.Stream] = q.Seq
+		site.verified[q.Stream] = min(site.verified[q.Stream], q.Seq)
 		if l := st.log[q.Stream]; uint64(len(l)) < q.Seq {
 			st.log[q.Stream] = append(l, s.truth[q.Stream][len(l):q.Seq]...)
 			st.floor[q.Stream] = q.Seq
 		}
-	}
-	for id := range site.queue {
-		if id.Name == name {
-			delete(site.queue, id)
-		}
-	}
-	for _, id := range site.core.Streams() {
-		if id.Name == name {
-			site.expect[id] = at[id] + 1
-		}
-	}
-	for _, q := range pos {
+		delete(site.queue, q.Stream)
 		site.expect[q.Stream] = q.Seq + 1
 	}
-	s.logf("install at %s snapshot of %s from %s: %v clock %s", site.name, name, src.name, pos, src.core.Clock())
-	s.check(site.core.InstallSnapshot(name, pos, src.core.Clock()), "install snapshot")
+	s.logf("install at %s snapshot from %s: %v clock %s", site.name, src.name, pos, src.core.Clock())
+	s.check(site.core.InstallSnapshot(pos, src.core.Clock()), "install snapshot")
 	s.counts["snapshot"]++
 	if site.wiped {
 		s.counts["snapshot.wiped"]++

@@ -380,32 +380,35 @@ func (c *Core) Behind() []Position {
 	return out
 }
 
-// InstallSnapshot moves the streams named name (of every origin) to the
-// positions of a snapshot of their application's state that the driver
-// has just made the application's own: for each stream the application
-// now holds the effects of entries 1..Seq, and of none after; a stream not
-// listed counts as 0. A stream whose log ends below Seq continues at
-// Seq+1 (its head moves: Truncation.Skip); one whose log holds Seq is
-// delivered again from Seq+1. Check with CheckSnapshot before the
-// application's state is replaced: a snapshot that needs entries this site
-// dropped is refused with ErrSnapshotTooOld, and nothing changes.
-//
-// The driver must have stopped the application's deliveries: entries
-// delivered and not applied are forgotten and delivered again.
+// InstallSnapshot moves streams to the positions of a snapshot of their
+// application's state that the driver has just made the application's own:
+// for each listed stream the application now holds the effects of its
+// entries 1..Seq, and of none after, as the snapshot's source did. State
+// transfer is per stream (per origin): an application's state of one
+// origin's stream can be replaced without touching the others', which is
+// what lets two sites that each dropped what the other lacks both catch
+// up. A stream whose log ends below Seq continues at Seq+1 (its head
+// moves: Truncation.Skip); one whose log holds Seq is delivered again from
+// Seq+1. Check with CheckSnapshot before the application's state is
+// replaced: a snapshot that needs entries this site dropped is refused with
+// ErrSnapshotTooOld, and nothing changes.
 //
 // clock is the snapshot source's clock (Core.Clock when it took the
 // snapshot): a wiped site resumes its own streams above every time its
 // earlier incarnation exposed, as far as the source heard of them.
-func (c *Core) InstallSnapshot(name string, positions []Position, clock HLC) error {
-	at, err := c.snapshotPositions(name, positions)
-	if err != nil {
+//
+// The driver must have stopped the streams' deliveries: entries delivered
+// and not applied are forgotten and delivered again.
+func (c *Core) InstallSnapshot(positions []Position, clock HLC) error {
+	if err := c.CheckSnapshot(positions); err != nil {
 		return err
 	}
 	c.observe(clock)
+	c.reserveClock = true
 	if len(c.lost) > 0 {
 		c.recoveryDirty = true // Lost may shrink once the heads moved
 	}
-	for _, q := range at {
+	for _, q := range positions {
 		s, ok := c.streams[q.Stream]
 		if !ok {
 			o, _ := c.cfg.Schema.SiteIndex(q.Stream.Origin)
@@ -427,38 +430,17 @@ func (c *Core) InstallSnapshot(name string, positions []Position, clock HLC) err
 }
 
 // CheckSnapshot reports whether InstallSnapshot would take the positions.
-func (c *Core) CheckSnapshot(name string, positions []Position) error {
-	_, err := c.snapshotPositions(name, positions)
-	return err
-}
-
-// snapshotPositions returns the position of every stream named name, known
-// here or in the snapshot, or why the snapshot cannot be installed.
-func (c *Core) snapshotPositions(name string, positions []Position) ([]Position, error) {
-	listed := make(map[StreamID]bool, len(positions))
-	var at []Position
+func (c *Core) CheckSnapshot(positions []Position) error {
 	for _, q := range positions {
-		if q.Stream.Name != name {
-			return nil, fmt.Errorf("core: install snapshot of %q: %w: it holds stream %s", name, ErrBadState, q.Stream)
-		}
 		if _, ok := c.cfg.Schema.SiteIndex(q.Stream.Origin); !ok {
-			return nil, fmt.Errorf("core: install snapshot: stream %s: %w", q.Stream, ErrUnknownPeer)
+			return fmt.Errorf("core: install snapshot: stream %s: %w", q.Stream, ErrUnknownPeer)
 		}
-		listed[q.Stream] = true
-		at = append(at, q)
-	}
-	for _, s := range c.list {
-		if s.id.Name == name && !listed[s.id] {
-			at = append(at, Position{Stream: s.id})
-		}
-	}
-	for _, q := range at {
 		if s := c.streams[q.Stream]; s != nil && q.Seq <= s.head && q.Seq < s.floor {
-			return nil, fmt.Errorf("core: install snapshot: %w: %s at %d, but this site dropped its entries up to %d",
+			return fmt.Errorf("core: install snapshot: %w: %s at %d, but this site dropped its entries up to %d",
 				ErrSnapshotTooOld, s.id, q.Seq, s.floor)
 		}
 	}
-	return at, nil
+	return nil
 }
 
 func (c *Core) install(s *stream, q Position) {

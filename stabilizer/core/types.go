@@ -122,7 +122,8 @@ type Message struct {
 	// Clock of Acks, when non-zero: the sender will never again issue a
 	// timestamp at or below it, and Heads were its streams' heads then.
 	// Heads of Positions: how far To's own row said it persisted its
-	// streams, as the sender remembers (Core.Lost).
+	// streams, as the sender remembers (Core.Lost); Clock of Positions:
+	// the latest heartbeat of To's the sender heard.
 	Clock HLC
 	Heads []Position
 	// Cells of Acks: cells of the sender's own row.
