@@ -61,6 +61,17 @@ type DiskStatus struct {
 	Full bool
 }
 
+// String says how much space is free where, and the reserve: "41.2 MiB
+// free under /data, reserve 256.0 MiB" ("reserve off" with the guard off).
+// Whether the site is full is Full's to say.
+func (s DiskStatus) String() string {
+	reserve := "off"
+	if s.Reserve > 0 {
+		reserve = formatBytes(s.Reserve)
+	}
+	return fmt.Sprintf("%s free under %s, reserve %s", formatBytes(s.Free), s.Dir, reserve)
+}
+
 // statfsFunc returns the bytes available to unprivileged users under dir
 // and the filesystem's size. Tests inject one (export_test.go).
 type statfsFunc func(dir string) (free, size int64, err error)
@@ -78,10 +89,10 @@ type diskGuard struct {
 	// later one's reading. It is held across statfs, which reads counters
 	// the kernel keeps in memory; nothing but another check waits for it.
 	checking sync.Mutex
+	broken   bool // the last statfs failed (logged once); under checking
 	mu       struct {
 		sync.Mutex
-		status DiskStatus
-		broken bool // the last statfs failed (logged once)
+		status DiskStatus // written by checks only
 	}
 }
 
@@ -143,20 +154,20 @@ func (g *diskGuard) recheck() {
 // checkLocked is check with g.checking held.
 func (g *diskGuard) checkLocked() {
 	free, size, err := g.statfs(g.dir)
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if err != nil {
-		if !g.mu.broken {
+		if !g.broken {
 			g.log.Warn("cannot read free disk space; the disk guard keeps its last state", "site", g.site, "dir", g.dir, "error", err)
 		}
-		g.mu.broken = true
+		g.broken = true
 		return
 	}
-	g.mu.broken = false
-	was := g.mu.status
+	g.broken = false
+	was := g.status()
 	st := DiskStatus{Dir: g.dir, Free: free, Reserve: g.reserve(size)}
 	st.Full = nextFull(was.Full, free, st.Reserve)
+	g.mu.Lock()
 	g.mu.status = st
+	g.mu.Unlock()
 	g.full.Store(st.Full)
 	g.m.setDisk(st)
 	switch {
@@ -212,8 +223,7 @@ func (g *diskGuard) admit(n int) error {
 	}
 	g.m.diskRefusals.Add(float64(n))
 	st := g.status()
-	return fmt.Errorf("site %s: %s free under %s, reserve %s (writes resume above %s): %w",
-		g.site, formatBytes(st.Free), st.Dir, formatBytes(st.Reserve), formatBytes(st.Reserve+slack(st.Reserve)), ErrDiskFull)
+	return fmt.Errorf("site %s: %v (writes resume above %s): %w", g.site, st, formatBytes(st.Reserve+slack(st.Reserve)), ErrDiskFull)
 }
 
 // dropData reports whether a data frame from a peer must be dropped

@@ -54,7 +54,7 @@ func TestDiskFull(t *testing.T) {
 	disk.free.Store(512 << 20)
 	stabilizer.CheckDisk(b)
 	if st := b.DiskStatus(); !st.Full || st.Free != 512<<20 || st.Reserve != 1<<30 || st.Dir != c.Dir("b") {
-		t.Fatalf("DiskStatus with 512 MiB free of a 1 GiB reserve: %+v", st)
+		t.Fatalf("DiskStatus with 512 MiB free of a 1 GiB reserve: %v, full %v", st, st.Full)
 	}
 	_, err = b.Append(ctx, "log", []byte("refused"))
 	if !errors.Is(err, stabilizer.ErrDiskFull) {
@@ -115,7 +115,7 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("Append once space is back: %v", err)
 	}
 	if st := b.DiskStatus(); st.Full {
-		t.Fatalf("DiskStatus once space is back: %+v", st)
+		t.Fatalf("DiskStatus once space is back: %v, full %v", st, st.Full)
 	}
 	if err := b.WaitFor(ctx, fromA.Stream, "persisted(self)", fromA.Seq); err != nil {
 		t.Fatalf("a's entries dropped while b was full never reached b: %v", err)
@@ -143,14 +143,14 @@ func TestDiskGuardTicks(t *testing.T) {
 		Configure: func(_ string, cfg *stabilizer.Config) { stabilizer.SetStatfs(cfg, disk.statfs) }})
 	n := c.Node("a")
 	if st := n.DiskStatus(); st.Full || st.Reserve != stabilizer.DefaultMinFreeBytes {
-		t.Fatalf("DiskStatus with 50 GiB free: %+v, want not full, reserve DefaultMinFreeBytes", st)
+		t.Fatalf("DiskStatus with 50 GiB free: %v, full %v; want not full, reserve DefaultMinFreeBytes", st, st.Full)
 	}
 	for _, free := range []int64{100 << 20, 1 << 30} {
 		disk.free.Store(free)
 		full := free < stabilizer.DefaultMinFreeBytes
 		stabilizertest.Eventually(t, 10*stabilizer.DiskCheckInterval, func() error {
 			if st := n.DiskStatus(); st.Full != full || st.Free != free {
-				return fmt.Errorf("with %d bytes free the guard says %+v, want full %v", free, st, full)
+				return fmt.Errorf("with %d bytes free the guard says %v, full %v; want full %v", free, st, st.Full, full)
 			}
 			return nil
 		})

@@ -3,7 +3,6 @@ package site
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"html/template"
 	"net/http"
 	"slices"
@@ -20,35 +19,11 @@ type statusView struct {
 	Sites     []string
 	Connected map[string]bool
 	Uptime    string
-	Disk      diskView
+	Disk      stabilizer.DiskStatus
 	Streams   []streamView
 	Preds     []predView
 	Topics    []topicView
 	Shares    []fileshare.ShareStatus
-}
-
-// diskView is the node's DiskStatus, with the sizes written out for people.
-type diskView struct {
-	Dir                   string
-	Free, Reserve         int64
-	Full                  bool
-	FreeText, ReserveText string `json:"-"`
-}
-
-func newDiskView(st stabilizer.DiskStatus) diskView {
-	v := diskView{Dir: st.Dir, Free: st.Free, Reserve: st.Reserve, Full: st.Full, FreeText: bytesText(st.Free), ReserveText: "off"}
-	if st.Reserve > 0 {
-		v.ReserveText = bytesText(st.Reserve)
-	}
-	return v
-}
-
-// bytesText writes a size in MiB, or GiB from 10 GiB.
-func bytesText(b int64) string {
-	if b >= 10<<30 {
-		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-	}
-	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
 }
 
 type topicView struct {
@@ -90,7 +65,7 @@ type frontierView struct {
 func (s *Site) view(ctx context.Context) (statusView, error) {
 	schema := s.node.Schema()
 	v := statusView{Site: s.cfg.Site, Sites: schema.Sites, Connected: s.node.Connected(),
-		Uptime: time.Since(s.started).Round(time.Second).String(), Disk: newDiskView(s.node.DiskStatus())}
+		Uptime: time.Since(s.started).Round(time.Second).String(), Disk: s.node.DiskStatus()}
 	for _, d := range s.node.Predicates(ctx) {
 		v.Preds = append(v.Preds, predView{d.Name, d.Source})
 	}
@@ -190,7 +165,7 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 </style></head><body>
 <h1>Site {{.Site}}</h1>
 <p>Up {{.Uptime}}. This page refreshes every 2 seconds.</p>
-<p>Disk: {{.Disk.FreeText}} free under <code>{{.Disk.Dir}}</code>, reserve {{.Disk.ReserveText}}{{if .Disk.Full}}: <span class=down>FULL</span>, writes and peers' data refused until space is freed{{end}}.</p>
+<p>Disk: {{.Disk}}{{if .Disk.Full}}: <span class=down>FULL</span>, writes and peers' data refused until space is freed{{end}}.</p>
 <h2>Sites</h2>
 <table><tr><th class=l>site</th><th class=l>connection</th></tr>
 {{range .Sites}}<tr><td class=l>{{.}}</td><td class=l>{{if eq . $.Site}}this site{{else if index $.Connected .}}<span class=up>connected</span>{{else}}<span class=down>not connected</span>{{end}}</td></tr>
