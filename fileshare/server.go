@@ -225,6 +225,8 @@ func toStatus(err error) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, ErrMissingChunk):
 		code = codes.FailedPrecondition
+	case errors.Is(err, stabilizer.ErrDiskFull):
+		code = codes.ResourceExhausted
 	case errors.Is(err, ErrBadShare), errors.Is(err, ErrBadChunk), errors.Is(err, ErrBadVersion),
 		errors.Is(err, stabilizer.ErrUnknownPredicate), errors.As(err, &fe), errors.Is(err, kv.ErrValueTooLarge):
 		code = codes.InvalidArgument

@@ -273,6 +273,8 @@ func toStatus(err error) error {
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrQuorum):
 		code = codes.Unavailable
+	case errors.Is(err, stabilizer.ErrDiskFull):
+		code = codes.ResourceExhausted
 	case errors.Is(err, stabilizer.ErrStopped):
 		code = codes.Unavailable
 	default:

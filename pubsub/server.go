@@ -358,7 +358,7 @@ func toStatus(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, ErrTopicExists):
 		code = codes.AlreadyExists
-	case errors.Is(err, ErrTooLarge):
+	case errors.Is(err, ErrTooLarge), errors.Is(err, stabilizer.ErrDiskFull):
 		code = codes.ResourceExhausted
 	case errors.Is(err, ErrBadTopic), errors.Is(err, ErrBadPredicate), errors.Is(err, ErrRetention),
 		errors.Is(err, ErrBadSubscription), errors.Is(err, stabilizer.ErrUnknownPredicate), errors.As(err, &fe):

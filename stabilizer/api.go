@@ -19,8 +19,12 @@ type Appended struct {
 // Append adds payload to this site's stream and returns its seq and HLC at
 // once; the message becomes durable and is sent to every other site in the
 // background. Wait for a predicate with WaitFor. The caller must not change
-// payload afterwards.
+// payload afterwards. While the site's disk is full it fails wrapping
+// ErrDiskFull.
 func (n *Node) Append(ctx context.Context, stream string, payload []byte) (Appended, error) {
+	if err := n.disk.admit(1); err != nil {
+		return Appended{}, fmt.Errorf("stabilizer: append to %q: %w", stream, err)
+	}
 	var res Appended
 	var err error
 	derr := n.do(ctx, func() {
@@ -48,6 +52,9 @@ func (n *Node) Append(ctx context.Context, stream string, payload []byte) (Appen
 func (n *Node) AppendBatch(ctx context.Context, stream string, payloads [][]byte) ([]Appended, error) {
 	if len(payloads) == 0 {
 		return nil, nil
+	}
+	if err := n.disk.admit(len(payloads)); err != nil {
+		return nil, fmt.Errorf("stabilizer: append batch to %q: %w", stream, err)
 	}
 	out := make([]Appended, len(payloads))
 	id := StreamID{Origin: n.cfg.Site, Name: stream}

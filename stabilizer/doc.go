@@ -52,9 +52,24 @@
 // before they had it; they take it as from the origin, each seq once, and
 // the origin, back, resumes from what they state they hold.
 //
+// A site keeps a reserve of free disk space (Config.MinFreeBytes: 256 MiB
+// by default, at most 5% of the filesystem), because pebble cannot survive
+// a failed WAL write and the site must never let it reach ENOSPC. Below the
+// reserve the site is full (disk.go): Append and AppendBatch fail wrapping
+// ErrDiskFull, naming the site, the directory, the free space and the
+// reserve, and data frames from peers are dropped
+// (stabilizer_disk_full_dropped_frames_total). Reads, the site's own
+// streams, acks and frontiers go on; the small records they write come out
+// of the reserve, which is what it is for. Free space is read every
+// DiskCheckInterval and again on an append while full. The site takes
+// writes again once free space climbs past the reserve plus a slack (a
+// quarter of the reserve, at least 16 MiB, at most the reserve), and its
+// peers resend what it dropped when they reopen their channel to it
+// (after ResendTicks without progress), so nothing acknowledged is lost.
+//
 // # Concurrency
 //
-// Node methods are safe for concurrent use. Four kinds of goroutine run
+// Node methods are safe for concurrent use. Five kinds of goroutine run
 // per node, all started by Start and waited for by Close:
 //
 //   - the loop, the only goroutine that touches the core: it ticks, feeds
@@ -72,11 +87,15 @@
 //     unhandled streams. Nothing of a Ready leaves the site before its
 //     fsync. At most three Readies wait for fsyncs of their own at a time;
 //   - one goroutine per registered Applier, which applies its queue and
-//     reports Applied through the loop.
+//     reports Applied through the loop;
+//   - the disk guard's ticker, which reads the free space every
+//     DiskCheckInterval.
 //
-// Lock order: Node.mu, publisher.mu and appQueue.mu are leaves; none is held
-// while taking another, nor across disk or network IO. Node.mu.apps is
-// fixed at Start and read without the lock afterwards.
+// Lock order: Node.mu, publisher.mu, appQueue.mu and diskGuard.mu are
+// leaves; none is held while taking another, nor across disk or network IO.
+// diskGuard.checking, which only serializes the guard's checks, is held
+// across statfs and taken before diskGuard.mu. Node.mu.apps is fixed at
+// Start and read without the lock afterwards.
 //
 // # Durability and fsyncs
 //

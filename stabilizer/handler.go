@@ -27,6 +27,9 @@ func (h handler) Frame(from string, plane Plane, frame []byte) {
 		return
 	}
 	h.n.m.received(from, len(frame))
+	if m.Type == core.MsgData && h.n.disk.dropData() {
+		return // the peer resends it once space is back (disk.go)
+	}
 	ch := h.n.inputs
 	if plane == PlaneControl {
 		ch = h.n.ctrl

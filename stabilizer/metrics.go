@@ -25,6 +25,9 @@ type metrics struct {
 	inline      *prometheus.GaugeVec
 	// inlineInUse and inlineIdle are inline's two series.
 	inlineInUse, inlineIdle prometheus.Gauge
+	// The disk guard's (disk.go).
+	diskFree, diskReserve, diskFull prometheus.Gauge
+	diskRefusals, diskDropped       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, site string) (*metrics, error) {
@@ -57,11 +60,22 @@ func newMetrics(reg prometheus.Registerer, site string) (*metrics, error) {
 			Help: "Inline predicates the site holds: in_use by a call, or idle and kept for reuse.", ConstLabels: constLabels}, []string{"state"}),
 	}
 	m.inlineInUse, m.inlineIdle = m.inline.WithLabelValues("in_use"), m.inline.WithLabelValues("idle")
+	m.diskFree = prometheus.NewGauge(prometheus.GaugeOpts{Name: "stabilizer_disk_free_bytes",
+		Help: "Bytes available to unprivileged users under the site's data directory, at the last check.", ConstLabels: constLabels})
+	m.diskReserve = prometheus.NewGauge(prometheus.GaugeOpts{Name: "stabilizer_disk_reserve_bytes",
+		Help: "Free space below which the site refuses appends and peers' data (0: no guard).", ConstLabels: constLabels})
+	m.diskFull = prometheus.NewGauge(prometheus.GaugeOpts{Name: "stabilizer_disk_full",
+		Help: "1 while the site's free space is below its reserve: appends refused, peers' data dropped.", ConstLabels: constLabels})
+	m.diskRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "stabilizer_disk_full_refusals_total",
+		Help: "Messages whose append was refused because the disk was full.", ConstLabels: constLabels})
+	m.diskDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "stabilizer_disk_full_dropped_frames_total",
+		Help: "Data frames from peers dropped because the disk was full; the peers resend them.", ConstLabels: constLabels})
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.appends, m.sentBytes, m.sentMsgs, m.recvBytes, m.recvMsgs,
-		m.connected, m.waitSeconds, m.readies, m.entries, m.advances, m.relayed, m.inline} {
+		m.connected, m.waitSeconds, m.readies, m.entries, m.advances, m.relayed, m.inline,
+		m.diskFree, m.diskReserve, m.diskFull, m.diskRefusals, m.diskDropped} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -88,6 +102,16 @@ func (m *metrics) setConnected(peer string, up bool) {
 		v = 1
 	}
 	m.connected.WithLabelValues(peer).Set(v)
+}
+
+func (m *metrics) setDisk(st DiskStatus) {
+	m.diskFree.Set(float64(st.Free))
+	m.diskReserve.Set(float64(st.Reserve))
+	full := 0.0
+	if st.Full {
+		full = 1
+	}
+	m.diskFull.Set(full)
 }
 
 func (m *metrics) observeReady(rd *core.Ready) {

@@ -108,6 +108,14 @@ type Config struct {
 	// more stay in the core, the most recently used, so that the next call
 	// with the same source costs no definition. Default 64; -1 keeps none.
 	IdleInlinePredicates int
+	// MinFreeBytes is the free space under Dir (available to unprivileged
+	// users) below which the site is full: it refuses appends with
+	// ErrDiskFull and drops peers' data until space is back (disk.go).
+	// Default DefaultMinFreeBytes (256 MiB), at most 5% of the
+	// filesystem's size; -1 turns the guard off.
+	MinFreeBytes int64
+	// statfs replaces the filesystem's free space in tests (export_test.go).
+	statfs statfsFunc
 }
 
 // Validate reports every bad field.
@@ -140,6 +148,9 @@ func (c *Config) Validate() error {
 	if c.IdleInlinePredicates < -1 {
 		errs = append(errs, fmt.Errorf("stabilizer: config: IdleInlinePredicates: %d is below -1", c.IdleInlinePredicates))
 	}
+	if c.MinFreeBytes < -1 {
+		errs = append(errs, fmt.Errorf("stabilizer: config: MinFreeBytes: %d is below -1 (-1 turns the disk guard off)", c.MinFreeBytes))
+	}
 	return errors.Join(errs...)
 }
 
@@ -152,6 +163,7 @@ type Node struct {
 	store *storage.Store
 	core  *core.Core
 	m     *metrics
+	disk  *diskGuard
 
 	inputs chan func()
 	ctrl   chan func() // control-plane input, taken before data
@@ -269,6 +281,8 @@ func New(cfg Config) (*Node, error) {
 		done:      make(chan struct{}),
 		closed:    make(chan struct{}),
 	}
+	n.disk = newDiskGuard(&cfg, m)
+	n.disk.check()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.mu.apps = map[string]*appQueue{}
 	n.mu.namespaces = map[string]bool{}
@@ -357,6 +371,7 @@ func (n *Node) Start() error {
 	go n.loop()
 	go n.writer()
 	go n.completer()
+	n.startDiskGuard()
 	if n.cfg.Transport != nil {
 		if err := n.cfg.Transport.Start(handler{n}); err != nil {
 			n.Close()

@@ -105,6 +105,11 @@ func (r *remote) explain(err error) error {
 		if st.Message() == "context deadline exceeded" {
 			return fmt.Errorf("no answer from %s within %s (--timeout)", r.endpoint, r.timeout)
 		}
+	case codes.ResourceExhausted:
+		if strings.Contains(st.Message(), "disk full") {
+			return fmt.Errorf("%s\nthe site at %s is out of disk space: it takes writes again by itself once space is freed "+
+				"under its data directory; reads there still work, and writes at other sites are taken", st.Message(), r.endpoint)
+		}
 	}
 	return errors.New(st.Message())
 }

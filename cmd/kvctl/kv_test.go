@@ -30,3 +30,15 @@ func TestExplainTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainDiskFull: a write refused by a full site says what to do.
+func TestExplainDiskFull(t *testing.T) {
+	r := &remote{endpoint: "127.0.0.1:7000"}
+	msg := `kv: write "jobs/7": stabilizer: append batch to "kv": site eu-west-1: 41.2 MiB free under /data, reserve 256.0 MiB (writes resume above 320.0 MiB): stabilizer: disk full`
+	got := r.explain(status.Error(codes.ResourceExhausted, msg)).Error()
+	for _, want := range []string{msg, "the site at 127.0.0.1:7000 is out of disk space", "once space is freed"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("got %s\nwant it to contain %q", got, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stabilizer/stabilizer/fileshare"
+	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
 // statusView is what the status page and status.json show.
@@ -18,6 +19,7 @@ type statusView struct {
 	Sites     []string
 	Connected map[string]bool
 	Uptime    string
+	Disk      stabilizer.DiskStatus
 	Streams   []streamView
 	Preds     []predView
 	Topics    []topicView
@@ -63,7 +65,7 @@ type frontierView struct {
 func (s *Site) view(ctx context.Context) (statusView, error) {
 	schema := s.node.Schema()
 	v := statusView{Site: s.cfg.Site, Sites: schema.Sites, Connected: s.node.Connected(),
-		Uptime: time.Since(s.started).Round(time.Second).String()}
+		Uptime: time.Since(s.started).Round(time.Second).String(), Disk: s.node.DiskStatus()}
 	for _, d := range s.node.Predicates(ctx) {
 		v.Preds = append(v.Preds, predView{d.Name, d.Source})
 	}
@@ -163,6 +165,7 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 </style></head><body>
 <h1>Site {{.Site}}</h1>
 <p>Up {{.Uptime}}. This page refreshes every 2 seconds.</p>
+<p>Disk: {{.Disk}}{{if .Disk.Full}}: <span class=down>FULL</span>, writes and peers' data refused until space is freed{{end}}.</p>
 <h2>Sites</h2>
 <table><tr><th class=l>site</th><th class=l>connection</th></tr>
 {{range .Sites}}<tr><td class=l>{{.}}</td><td class=l>{{if eq . $.Site}}this site{{else if index $.Connected .}}<span class=up>connected</span>{{else}}<span class=down>not connected</span>{{end}}</td></tr>

@@ -34,6 +34,12 @@ type Config struct {
 	// DataDir holds the site's pebble database. Relative paths are taken
 	// from the config file's folder.
 	DataDir string `yaml:"data_dir"`
+	// MinFreeBytes is the free space to keep under DataDir, in bytes: below
+	// it the site is full and refuses writes (ResourceExhausted, "disk
+	// full") and its peers' data, while reads go on, until space is freed;
+	// it then takes writes again and catches up by itself. Default 256 MiB,
+	// at most 5% of the filesystem; -1 turns the guard off.
+	MinFreeBytes int64 `yaml:"min_free_bytes,omitempty"`
 	// Predicates are named predicates besides the built-in ones.
 	Predicates map[string]string `yaml:"predicates,omitempty"`
 	// Levels are custom acknowledgement levels applications may report.
@@ -240,6 +246,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		bad("data_dir", "missing: the folder for this site's database")
+	}
+	if c.MinFreeBytes < -1 {
+		bad("min_free_bytes", "%d is below -1 (-1 turns the disk guard off; 0 or unset is 256 MiB, at most 5%% of the filesystem)", c.MinFreeBytes)
 	}
 	schema := c.Schema()
 	if err := schema.Validate(); err != nil && len(c.Sites) > 0 {

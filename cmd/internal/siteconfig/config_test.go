@@ -27,6 +27,7 @@ kv:
 pubsub:
   position_interval: -20ms
 log_level: loud
+min_free_bytes: -5
 `))
 	if err == nil {
 		t.Fatal("want errors")
@@ -42,6 +43,7 @@ log_level: loud
 		"tls: cert, key and ca are required unless insecure",
 		`log_level: "loud"`,
 		"pubsub.position_interval: -20ms is negative",
+		"min_free_bytes: -5 is below -1",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%v", want, err)
