@@ -26,18 +26,13 @@ func (n *Node) Append(ctx context.Context, stream string, payload []byte) (Appen
 		return Appended{}, fmt.Errorf("stabilizer: append to %q: %w", stream, err)
 	}
 	var res Appended
-	var err error
-	derr := n.do(ctx, func() {
-		var seq uint64
-		var h HLC
-		seq, h, err = n.core.Append(stream, payload)
+	err := n.appendWait(ctx, func() error {
+		seq, h, err := n.core.Append(stream, payload)
 		res = Appended{Stream: StreamID{Origin: n.cfg.Site, Name: stream}, Seq: seq, HLC: h}
+		return err
 	})
-	if derr != nil {
-		return Appended{}, fmt.Errorf("stabilizer: append to %q: %w", stream, derr)
-	}
 	if err != nil {
-		return Appended{}, err
+		return Appended{}, fmt.Errorf("stabilizer: append to %q: %w", stream, err)
 	}
 	n.m.appends.Inc()
 	return res, nil
@@ -58,23 +53,19 @@ func (n *Node) AppendBatch(ctx context.Context, stream string, payloads [][]byte
 	}
 	out := make([]Appended, len(payloads))
 	id := StreamID{Origin: n.cfg.Site, Name: stream}
-	var err error
-	derr := n.do(ctx, func() {
+	err := n.appendWait(ctx, func() error {
 		for i, p := range payloads {
-			var seq uint64
-			var h HLC
-			// Only the stream name can fail, so only the first can.
-			if seq, h, err = n.core.Append(stream, p); err != nil {
-				return
+			// Only the first can fail: the stream name, joining, lost.
+			seq, h, err := n.core.Append(stream, p)
+			if err != nil {
+				return err
 			}
 			out[i] = Appended{Stream: id, Seq: seq, HLC: h}
 		}
+		return nil
 	})
-	if derr != nil {
-		return nil, fmt.Errorf("stabilizer: append batch to %q: %w", stream, derr)
-	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("stabilizer: append batch to %q: %w", stream, err)
 	}
 	n.m.appends.Add(float64(len(out)))
 	return out, nil

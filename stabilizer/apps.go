@@ -27,6 +27,9 @@ type appQueue struct {
 	wake   chan struct{}
 	mu     sync.Mutex
 	queued []Entry
+	// applying is held during Apply, so that a state transfer can wait
+	// for the one in progress (pauseStream).
+	applying sync.Mutex
 }
 
 // Handle registers the application of stream name. Call before Start.
@@ -66,16 +69,18 @@ func (n *Node) startApps() {
 	}
 }
 
-// deliver queues entries for their applications; it runs on the writer.
-// Entries of streams nobody handles are acked by ackUnhandled on the loop.
-func (n *Node) deliver(entries []Entry) {
+// deliver queues entries for their applications; it runs on the
+// completer, for the release-th Ready. Entries of streams nobody handles
+// are acked by ackUnhandled on the loop; those of streams the gate holds
+// back are dropped.
+func (n *Node) deliver(entries []Entry, release uint64) {
 	for i := 0; i < len(entries); {
 		j := i
 		id := entries[i].Stream
 		for j < len(entries) && entries[j].Stream == id {
 			j++
 		}
-		if q, ok := n.mu.apps[id.Name]; ok {
+		if q, ok := n.mu.apps[id.Name]; ok && !n.gate.drops(id, release) {
 			q.mu.Lock()
 			q.queued = append(q.queued, entries[i:j]...)
 			q.mu.Unlock()
@@ -127,7 +132,10 @@ func (n *Node) runApp(q *appQueue) {
 			for j < len(batch) && batch[j].Stream == id {
 				j++
 			}
-			if !n.applyOne(ctx, q, batch[:j]) {
+			q.applying.Lock()
+			ok := n.gate.isPaused(id) || n.applyOne(ctx, q, batch[:j])
+			q.applying.Unlock()
+			if !ok {
 				return
 			}
 			batch = batch[j:]
@@ -155,4 +163,66 @@ func (n *Node) applyOne(ctx context.Context, q *appQueue, ents []Entry) bool {
 		}
 	})
 	return err == nil
+}
+
+// gate holds back the deliveries of streams whose application state is
+// being replaced (state transfer): while a stream is paused its entries
+// are dropped on their way to the application, and once it resumes, those
+// of every Ready taken before are dropped too: the core delivers the
+// stream again from the snapshot's position, in Readies taken after.
+type gate struct {
+	mu     sync.Mutex
+	paused map[StreamID]bool
+	// from: per resumed stream, the first release index whose deliveries
+	// count.
+	from map[StreamID]uint64
+}
+
+func (g *gate) drops(id StreamID, release uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.paused[id] || release < g.from[id]
+}
+
+func (g *gate) isPaused(id StreamID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.paused[id]
+}
+
+// pauseStream stops deliveries of id and waits for an Apply of it in
+// progress to end.
+func (n *Node) pauseStream(id StreamID) {
+	n.gate.mu.Lock()
+	if n.gate.paused == nil {
+		n.gate.paused, n.gate.from = map[StreamID]bool{}, map[StreamID]uint64{}
+	}
+	n.gate.paused[id] = true
+	n.gate.mu.Unlock()
+	n.mu.Lock()
+	q := n.mu.apps[id.Name]
+	n.mu.Unlock()
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	kept := q.queued[:0]
+	for _, e := range q.queued {
+		if e.Stream != id {
+			kept = append(kept, e)
+		}
+	}
+	q.queued = kept
+	q.mu.Unlock()
+	q.applying.Lock()
+	q.applying.Unlock() //nolint:staticcheck // waits for the Apply in progress
+}
+
+// resumeStream lets deliveries of id through again from the Readies taken
+// from now on; it runs on the loop, where taken counts.
+func (n *Node) resumeStream(id StreamID) {
+	n.gate.mu.Lock()
+	defer n.gate.mu.Unlock()
+	delete(n.gate.paused, id)
+	n.gate.from[id] = n.taken + 1
 }

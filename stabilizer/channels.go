@@ -22,6 +22,9 @@ func (n *Node) HandleChannel(tag byte, h ChannelHandler) error {
 	if tag < MinChannelTag {
 		return fmt.Errorf("stabilizer: channel tag %#x: must be at least %#x", tag, MinChannelTag)
 	}
+	if tag == transferChannel {
+		return fmt.Errorf("stabilizer: channel tag %#x: reserved for state transfer", tag)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.mu.started {
@@ -58,6 +61,10 @@ func (n *Node) SendChannel(peer string, tag byte, frame []byte) error {
 func (n *Node) channelFrame(from string, frame []byte) bool {
 	if len(frame) == 0 || frame[0] < MinChannelTag {
 		return false
+	}
+	if frame[0] == transferChannel {
+		n.transferFrame(from, frame[1:])
+		return true
 	}
 	n.mu.Lock()
 	h := n.mu.channels[frame[0]]

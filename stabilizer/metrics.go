@@ -28,6 +28,9 @@ type metrics struct {
 	// The disk guard's (disk.go).
 	diskFree, diskReserve, diskFull prometheus.Gauge
 	diskRefusals, diskDropped       prometheus.Counter
+	// State transfer's (transfer*.go).
+	transferBytes *prometheus.CounterVec
+	transfers     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, site string) (*metrics, error) {
@@ -70,12 +73,16 @@ func newMetrics(reg prometheus.Registerer, site string) (*metrics, error) {
 		Help: "Messages whose append was refused because the disk was full.", ConstLabels: constLabels})
 	m.diskDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "stabilizer_disk_full_dropped_frames_total",
 		Help: "Data frames from peers dropped because the disk was full; the peers resend them.", ConstLabels: constLabels})
+	m.transferBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stabilizer_state_transfer_bytes_total",
+		Help: "Bytes of application state sent and received by state transfer (keys and values).", ConstLabels: constLabels}, []string{"direction"})
+	m.transfers = prometheus.NewCounter(prometheus.CounterOpts{Name: "stabilizer_state_transfers_total",
+		Help: "State transfers this site completed as receiver.", ConstLabels: constLabels})
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.appends, m.sentBytes, m.sentMsgs, m.recvBytes, m.recvMsgs,
 		m.connected, m.waitSeconds, m.readies, m.entries, m.advances, m.relayed, m.inline,
-		m.diskFree, m.diskReserve, m.diskFull, m.diskRefusals, m.diskDropped} {
+		m.diskFree, m.diskReserve, m.diskFull, m.diskRefusals, m.diskDropped, m.transferBytes, m.transfers} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

@@ -1,6 +1,7 @@
 package stabilizer
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	crand "crypto/rand"
@@ -32,6 +33,13 @@ var (
 	ErrUnknownStream = core.ErrUnknownStream
 	// ErrBadStreamName: a stream name is empty or too long.
 	ErrBadStreamName = core.ErrBadStreamName
+	// ErrJoining: a site that started with an empty store has not heard
+	// every peer yet (Config.JoinTimeout); appends wait for it.
+	ErrJoining = core.ErrJoining
+	// ErrLostEntries: this site's store was wiped and peers hold entries
+	// of its own stream; appends wait until state transfer brought them
+	// back.
+	ErrLostEntries = core.ErrLostEntries
 )
 
 // The node's defaults for zero fields of Config.Core.
@@ -43,6 +51,9 @@ const (
 	// before it is reopened: several of the longest inter-region round
 	// trips, so that an ocean crossing is not mistaken for a lost session.
 	DefaultResendAfter = 3 * time.Second
+	// DefaultJoinTimeout: a fresh site's first append waits this long at
+	// most to hear every peer.
+	DefaultJoinTimeout = 30 * time.Second
 	// DefaultFullAckEvery is how often the whole ack row is resent to
 	// repair lost deltas.
 	DefaultFullAckEvery = time.Second
@@ -67,8 +78,21 @@ type Config struct {
 	Schema *frontier.Schema
 	// Predicates are configured named predicates (name -> source).
 	Predicates map[string]string
-	// Dir holds the site's pebble database. Required.
+	// Dir holds the site's pebble database. Required. Snapshots served to
+	// peers (state transfer) are kept beside it, in Dir + ".snapshots".
 	Dir string
+	// StateTransferRate bounds, in bytes per second, the snapshot data
+	// this site sends to one peer (state transfer); 0: only the window
+	// (DefaultTransferWindow) and the bulk connection's share of the link
+	// bound it.
+	StateTransferRate int64
+	// JoinTimeout is how long a site that starts with an empty store
+	// waits to hear every peer before its first append, so that a site
+	// whose store was wiped learns which of its seqs peers hold before it
+	// gives out new ones (see core.Config.JoinPeers). Past it, the site
+	// appends anyway and logs which peers it did not hear. Default
+	// DefaultJoinTimeout; -1 never waits.
+	JoinTimeout time.Duration
 	// Transport reaches the other sites. Required when there are any.
 	Transport Transport
 	// Logger; default: a null logger.
@@ -197,6 +221,16 @@ type Node struct {
 	// (completer only): the k-th taken is the k-th released.
 	taken    uint64
 	released uint64
+
+	// State transfer (transfer*.go): snapshots served, requests in
+	// flight, transfers received, and which streams' deliveries are held.
+	src        sources
+	recv       receivers
+	xfers      transferStats
+	lastReport time.Time
+	gate       gate
+	// joinBy: when a joining site gives up waiting for every peer (loop).
+	joinBy time.Time
 
 	mu struct {
 		sync.Mutex
@@ -347,6 +381,10 @@ func (n *Node) Start() error {
 	if ccfg.RelayDelay == 0 {
 		ccfg.RelayDelay = max(1, int(DefaultRelayAfter/n.cfg.TickInterval))
 	}
+	if n.cfg.JoinTimeout >= 0 {
+		ccfg.JoinPeers = true
+		n.joinBy = n.cfg.Now().Add(cmp.Or(n.cfg.JoinTimeout, DefaultJoinTimeout))
+	}
 	var seed [16]byte
 	_, _ = crand.Read(seed[:])
 	ccfg.Rand = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
@@ -367,6 +405,13 @@ func (n *Node) Start() error {
 		n.pub.setStable(s)
 	}
 	n.startApps()
+	n.mu.Lock()
+	transfers := len(n.mu.transfer) > 0
+	n.mu.Unlock()
+	if transfers {
+		n.wg.Add(1)
+		go n.runTransfers()
+	}
 	n.wg.Add(3)
 	go n.loop()
 	go n.writer()
@@ -479,7 +524,9 @@ func (n *Node) loop() {
 		case <-n.stop:
 			return
 		case <-t.C:
-			n.core.Tick(n.cfg.Now().UnixNano())
+			now := n.cfg.Now()
+			n.core.Tick(now.UnixNano())
+			n.checkJoin(now)
 		case a := <-n.applied:
 			if !n.appliedReady(a) {
 				return

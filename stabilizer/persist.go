@@ -115,7 +115,10 @@ func (n *Node) readyBatch(rd *core.Ready) *storage.Batch {
 	}
 	for _, t := range rd.Truncations {
 		if t.Skip {
+			// The application's position moves with the head: what was
+			// skipped is in its state (a snapshot) or names nothing.
 			b.Skip(t.Stream.Origin, t.Stream.Name, t.Seq)
+			b.AppSet(nodeNS, appliedKey(t.Stream), appliedValue(t.Seq))
 		} else {
 			b.Truncate(t.Stream.Origin, t.Stream.Name, t.Seq)
 		}

@@ -172,7 +172,7 @@ func (n *Node) release(j *job) {
 	for i := range rd.Messages {
 		n.send(&rd.Messages[i])
 	}
-	n.deliver(rd.Deliver)
+	n.deliver(rd.Deliver, n.released+1)
 	n.pub.publish(rd.Frontiers, rd.StableTimes)
 	n.released++
 	n.evaluated(n.released, rd.Scoped)

@@ -2,7 +2,10 @@ package stabilizer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"time"
 )
 
 // TruncateOptions qualify a Truncate.
@@ -45,4 +48,46 @@ func (n *Node) transfers(name string) bool {
 	defer n.mu.Unlock()
 	_, ok := n.mu.transfer[name]
 	return ok
+}
+
+// checkJoin ends a fresh site's wait for its peers at Config.JoinTimeout;
+// it runs on the loop.
+func (n *Node) checkJoin(now time.Time) {
+	if n.joinBy.IsZero() || !n.core.Joining() || now.Before(n.joinBy) {
+		return
+	}
+	n.joinBy = time.Time{}
+	var unheard []string
+	for peer, up := range n.Connected() {
+		if !up {
+			unheard = append(unheard, peer)
+		}
+	}
+	slices.Sort(unheard)
+	n.log.Warn("a site that started with an empty store appends without having heard every peer: "+
+		"if its store was wiped while one of them held entries of its streams, their seqs are given out again",
+		"not_connected", unheard, "waited", n.cfg.JoinTimeout)
+	n.core.Join()
+}
+
+// appendWait runs an append on the loop and, while the site is joining or
+// has lost entries of its own streams (a wiped store, being restored),
+// tries again until it can or ctx ends.
+func (n *Node) appendWait(ctx context.Context, f func() error) error {
+	for {
+		var err error
+		if derr := n.do(ctx, func() { err = f() }); derr != nil {
+			return derr
+		}
+		if !errors.Is(err, ErrJoining) && !errors.Is(err, ErrLostEntries) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (waited until: %w)", err, ctx.Err())
+		case <-n.stop:
+			return ErrStopped
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

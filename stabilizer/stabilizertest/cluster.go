@@ -36,6 +36,12 @@ type Options struct {
 	Stopping func(site string, n *stabilizer.Node)
 	// Stopped lists sites that NewCluster leaves stopped: Start them.
 	Stopped []string
+	// Join makes sites that start with an empty folder wait to hear every
+	// peer before their first append, as stabilizerd's do (the node's
+	// default, Config.JoinTimeout): a test of wiped sites wants it. Off by
+	// default, so that a test may cut links or leave sites stopped before
+	// its first append.
+	Join bool
 }
 
 // Cluster is a set of sites in one process, each a stabilizer.Node on its
@@ -107,6 +113,9 @@ func (c *Cluster) Node(site string) *stabilizer.Node {
 func (c *Cluster) Config(site string) stabilizer.Config {
 	cfg := stabilizer.Config{Site: site, Schema: c.Schema, Dir: c.dirs[site], Predicates: c.opts.Predicates,
 		Logger: Logger(c.T, site)}
+	if !c.opts.Join {
+		cfg.JoinTimeout = -1
+	}
 	if c.opts.Transport != nil {
 		cfg.Transport = c.opts.Transport(site)
 	} else {

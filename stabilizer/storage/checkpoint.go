@@ -86,3 +86,20 @@ func (sn *Snapshot) AppScan(ns string, after []byte, fn func(key, value []byte) 
 	}
 	return it.Close()
 }
+
+// AppGet returns a copy of the value of key in namespace ns, or an error
+// wrapping ErrNotFound.
+func (sn *Snapshot) AppGet(ns string, key []byte) ([]byte, error) {
+	if err := checkName("namespace", ns); err != nil {
+		return nil, err
+	}
+	v, closer, err := sn.db.Get(appKey(ns, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("storage: checkpoint get %s %q: %w", ns, key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage: checkpoint get %s %q: %w", ns, key, err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
+}
