@@ -128,6 +128,9 @@ func holdsForEveryOrigin(dual *frontier.Predicate, set frontier.SiteSet, n, self
 // Scan returns up to limit live keys with the prefix, in key order, from
 // the latest local state (own unapplied writes included).
 func (s *Store) Scan(ctx context.Context, prefix string, limit int, o ReadOptions) ([]Version, error) {
+	if err := s.available(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := s.withTimeout(ctx, o.Timeout)
 	defer cancel()
 	if err := s.waitSession(ctx, o.Session); err != nil {

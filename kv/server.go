@@ -271,7 +271,7 @@ func toStatus(err error) error {
 		code = codes.InvalidArgument
 	case errors.Is(err, ErrUnsatisfiable):
 		code = codes.FailedPrecondition
-	case errors.Is(err, ErrQuorum):
+	case errors.Is(err, ErrQuorum), errors.Is(err, ErrRestoring):
 		code = codes.Unavailable
 	case errors.Is(err, stabilizer.ErrDiskFull):
 		code = codes.ResourceExhausted

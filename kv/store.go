@@ -77,6 +77,9 @@ type Store struct {
 		sync.Mutex
 		pending  map[string]Version // own writes not yet applied: visible at once
 		watchers map[*watcher]struct{}
+		// restoring: origins whose state is being copied from a peer
+		// (transfer.go); reads wait for none and are refused meanwhile.
+		restoring map[string]bool
 	}
 	// compiled caches predicates by source: every write checks its wait.
 	compiled predCache
@@ -184,6 +187,9 @@ func New(cfg Config) (*Store, error) {
 	s.mu.pending = map[string]Version{}
 	s.mu.watchers = map[*watcher]struct{}{}
 	if err := cfg.Node.Handle(Stream, s); err != nil {
+		return nil, err
+	}
+	if err := cfg.Node.EnableStateTransfer(Stream, ns, transferApp{s}); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -522,6 +528,9 @@ func (s *Store) Get(ctx context.Context, key string, o ReadOptions) (ReadResult,
 	if err := s.checkKey(key); err != nil {
 		return ReadResult{}, err
 	}
+	if err := s.available(); err != nil {
+		return ReadResult{}, err
+	}
 	ctx, cancel := s.withTimeout(ctx, o.Timeout)
 	defer cancel()
 	if err := s.waitSession(ctx, o.Session); err != nil {
@@ -581,6 +590,9 @@ func (s *Store) latest(key string) (Version, bool, error) {
 // LocalGet answers a quorum read from everything this site acknowledged:
 // it first waits until it applied every kv message it persisted.
 func (s *Store) LocalGet(ctx context.Context, key string) (Version, bool, error) {
+	if err := s.available(); err != nil {
+		return Version{}, false, err
+	}
 	streams, err := s.node.Streams(ctx)
 	if err != nil {
 		return Version{}, false, err

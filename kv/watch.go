@@ -41,6 +41,9 @@ const WatchBuffer = 4096
 // predicate (in the order applied, so an unstable change holds back later
 // ones). It returns when ctx ends, fn fails, or the watch falls behind.
 func (s *Store) Watch(ctx context.Context, prefix, stable string, fn func(Version) error) error {
+	if err := s.available(); err != nil {
+		return err
+	}
 	if stable != "" {
 		// Held for the watch's life: it waits on the predicate at every
 		// change.

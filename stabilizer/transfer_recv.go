@@ -183,25 +183,29 @@ func (n *Node) catchUp(need Position) error {
 	return n.ctx.Err()
 }
 
-// pickSource returns a connected peer whose applied ack of need's stream
-// reaches need.Seq; the origin first, which holds its stream's every entry.
+// pickSource returns the connected peer that applied most of need's
+// stream, if that is more than this site holds: the holder of the rest may
+// be down, and catching up as far as can be had beats waiting for it. The
+// origin, which holds its every entry, goes first among equals.
 func (n *Node) pickSource(need Position) string {
 	var acks []uint64
-	if err := n.do(n.ctx, func() { acks, _ = n.core.Acks(need.Stream) }); err != nil || acks == nil {
+	var head uint64
+	if err := n.do(n.ctx, func() {
+		acks, _ = n.core.Acks(need.Stream)
+		head, _, _ = n.core.Head(need.Stream)
+	}); err != nil || acks == nil {
 		return ""
 	}
 	sites := n.cfg.Schema.Sites
 	conn := n.Connected()
-	best := ""
+	best, most := "", head
 	for i, s := range sites {
-		if !conn[s] || acks[frontier.Applied*len(sites)+i] < max(need.Seq, 1) {
+		a := acks[frontier.Applied*len(sites)+i]
+		if !conn[s] || a <= head {
 			continue
 		}
-		if s == need.Stream.Origin {
-			return s
-		}
-		if best == "" {
-			best = s
+		if a > most || (a == most && s == need.Stream.Origin) {
+			best, most = s, a
 		}
 	}
 	return best

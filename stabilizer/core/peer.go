@@ -349,14 +349,18 @@ func (c *Core) stepAcks(p *peer, m Message) error {
 			err = fmt.Errorf("core: acks from %s: %w: level %d of %s", p.name, ErrBadMessage, a.Level, a.Stream)
 			continue
 		}
-		if a.Stream.Origin == c.cfg.Site {
+		if a.Stream.Origin == c.cfg.Site && a.Seq > c.headOf(a.Stream) {
 			// Cells of own streams beyond our log: we lost our store.
-			_, known := c.streams[a.Stream]
+			// The stream is known from here on (its head 0 if it was
+			// not), so that the table says who holds what of it.
 			if a.Level <= frontier.Persisted {
 				c.noteLost(a.Stream.Name, a.Seq, p.idx)
 			}
-			if !known {
-				continue
+			if _, known := c.streams[a.Stream]; !known {
+				if err := checkStreamName(a.Stream.Name); err != nil {
+					continue
+				}
+				c.newStream(a.Stream, c.self)
 			}
 		}
 		s, lerr := c.lookup(a.Stream)

@@ -151,24 +151,31 @@ func (s *sim) catchUp() {
 }
 
 // restore installs at site a snapshot of stream q.Stream's application
-// state from another site that applied it up to q.Seq at least, and not
-// below what the site dropped of it.
+// state from the site that applied most of it, if that is more than the
+// site holds: past q.Seq if it can, else as far as live sites go (the
+// holder of the rest may be down), and not below what the site dropped.
 func (s *sim) restore(site *simSite, q core.Position) bool {
+	head, _, _ := site.core.Head(q.Stream)
+	var best *simSite
 	for _, k := range s.rng.Perm(len(s.sites)) {
 		src := s.sites[k]
 		a := src.store.app[q.Stream]
-		if src == site || !src.up || a < q.Seq || a == 0 {
+		if src == site || !src.up || a <= head || (best != nil && a <= best.store.app[q.Stream]) {
 			continue
 		}
-		pos := []core.Position{{Stream: q.Stream, Seq: a, HLC: s.truth[q.Stream][a-1].HLC}}
-		if err := site.core.CheckSnapshot(pos); err != nil {
-			s.logf("restore %s of %s from %s: %v", site.name, q.Stream, src.name, err)
-			continue
-		}
-		s.install(site, src, pos)
-		return true
+		best = src
 	}
-	return false
+	if best == nil {
+		return false
+	}
+	a := best.store.app[q.Stream]
+	pos := []core.Position{{Stream: q.Stream, Seq: a, HLC: s.truth[q.Stream][a-1].HLC}}
+	if err := site.core.CheckSnapshot(pos); err != nil {
+		s.logf("restore %s of %s from %s: %v", site.name, q.Stream, best.name, err)
+		return false
+	}
+	s.install(site, best, pos)
+	return true
 }
 
 // install does what a driver does once a snapshot arrived: the
