@@ -91,3 +91,36 @@ func (n *Node) appendWait(ctx context.Context, f func() error) error {
 		}
 	}
 }
+
+// DiskUsage is how much of the site's disk its parts take, as estimated
+// by the store (see storage.DiskUsage: the parts leave out what is only in
+// memory and the write-ahead log).
+type DiskUsage struct {
+	Total uint64
+	// Namespaces: per application namespace (and the library's own,
+	// "stabilizer").
+	Namespaces map[string]uint64
+	// Logs: per stream, the bytes of its retained messages.
+	Logs map[StreamID]uint64
+}
+
+// DiskUsage estimates the disk use of the site's store, per application
+// and per stream.
+func (n *Node) DiskUsage() (DiskUsage, error) {
+	n.mu.Lock()
+	names := []string{nodeNS}
+	for ns := range n.mu.namespaces {
+		names = append(names, ns)
+	}
+	n.mu.Unlock()
+	slices.Sort(names)
+	u, err := n.store.EstimateUsage(names)
+	if err != nil {
+		return DiskUsage{}, fmt.Errorf("stabilizer: disk usage: %w", err)
+	}
+	out := DiskUsage{Total: u.Total, Namespaces: u.Namespaces, Logs: map[StreamID]uint64{}}
+	for k, v := range u.Streams {
+		out.Logs[StreamID{Origin: k[0], Name: k[1]}] = v
+	}
+	return out, nil
+}
