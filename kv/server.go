@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -242,8 +243,21 @@ func (s *Server) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.Statu
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	u, err := s.node.DiskUsage()
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	for _, st := range streams {
-		out.Streams = append(out.Streams, &kvpb.StreamSummary{Origin: st.Stream.Origin, Stream: st.Stream.Name, Head: st.Head, Persisted: st.Persisted})
+		out.Streams = append(out.Streams, &kvpb.StreamSummary{Origin: st.Stream.Origin, Stream: st.Stream.Name, Head: st.Head, Persisted: st.Persisted,
+			Truncated: st.Truncated, LogBytes: u.Logs[st.Stream], Behind: st.Behind})
+	}
+	out.DiskBytes = u.Total
+	for _, ns := range slices.Sorted(maps.Keys(u.Namespaces)) {
+		out.Usage = append(out.Usage, &kvpb.NamespaceUsage{Namespace: ns, Bytes: u.Namespaces[ns]})
+	}
+	for _, t := range s.node.Transfers() {
+		out.Transfers = append(out.Transfers, &kvpb.TransferSummary{Origin: t.Stream.Origin, Stream: t.Stream.Name, Source: t.Source,
+			Position: t.Position, Bytes: t.Bytes, TotalBytes: t.TotalBytes, Waiting: t.Waiting})
 	}
 	return out, nil
 }

@@ -67,9 +67,9 @@ type DiskStatus struct {
 func (s DiskStatus) String() string {
 	reserve := "off"
 	if s.Reserve > 0 {
-		reserve = formatBytes(s.Reserve)
+		reserve = FormatBytes(s.Reserve)
 	}
-	return fmt.Sprintf("%s free under %s, reserve %s", formatBytes(s.Free), s.Dir, reserve)
+	return fmt.Sprintf("%s free under %s, reserve %s", FormatBytes(s.Free), s.Dir, reserve)
 }
 
 // statfsFunc returns the bytes available to unprivileged users under dir
@@ -173,10 +173,10 @@ func (g *diskGuard) checkLocked() {
 	switch {
 	case st.Full && !was.Full:
 		g.log.Warn("disk full: refusing appends and peers' data until space is freed", "site", g.site, "dir", g.dir,
-			"free", formatBytes(free), "reserve", formatBytes(st.Reserve), "resume_above", formatBytes(st.Reserve+slack(st.Reserve)))
+			"free", FormatBytes(free), "reserve", FormatBytes(st.Reserve), "resume_above", FormatBytes(st.Reserve+slack(st.Reserve)))
 	case !st.Full && was.Full:
 		g.log.Info("disk space back: taking appends and peers' data again", "site", g.site, "dir", g.dir,
-			"free", formatBytes(free), "reserve", formatBytes(st.Reserve))
+			"free", FormatBytes(free), "reserve", FormatBytes(st.Reserve))
 	}
 }
 
@@ -223,7 +223,7 @@ func (g *diskGuard) admit(n int) error {
 	}
 	g.m.diskRefusals.Add(float64(n))
 	st := g.status()
-	return fmt.Errorf("site %s: %v (writes resume above %s): %w", g.site, st, formatBytes(st.Reserve+slack(st.Reserve)), ErrDiskFull)
+	return fmt.Errorf("site %s: %v (writes resume above %s): %w", g.site, st, FormatBytes(st.Reserve+slack(st.Reserve)), ErrDiskFull)
 }
 
 // dropData reports whether a data frame from a peer must be dropped
@@ -236,8 +236,9 @@ func (g *diskGuard) dropData() bool {
 	return true
 }
 
-// formatBytes prints a size in binary units: 41.2 MiB.
-func formatBytes(b int64) string {
+// FormatBytes prints a size in binary units: 41.2 MiB. For status pages
+// and messages.
+func FormatBytes(b int64) string {
 	const unit = 1 << 10
 	if b < unit && b > -unit {
 		return fmt.Sprintf("%d B", b)

@@ -56,8 +56,8 @@ func TestFormatBytes(t *testing.T) {
 	}{
 		{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {43200000, "41.2 MiB"}, {256 << 20, "256.0 MiB"}, {3 << 40, "3.0 TiB"},
 	} {
-		if got := formatBytes(c.b); got != c.want {
-			t.Errorf("formatBytes(%d) = %q, want %q", c.b, got, c.want)
+		if got := FormatBytes(c.b); got != c.want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", c.b, got, c.want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -162,6 +163,76 @@ func newClusterCmd(g *globals, r *remote) *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cluster.AddCommand(status)
+	retention := &cobra.Command{
+		Use:   "retention",
+		Short: "Show what a site keeps of each stream's log, and its disk use per application",
+		Long: `Show, for the site at --endpoint, each stream's head, up to which seq it dropped
+the log (retention truncates what every site applied; a site that lacks dropped
+entries catches up from a peer's snapshot), how many entries it keeps and their
+size on disk; then the store's disk use per application and any state transfer
+in progress. Sizes are pebble's estimates: they leave out what is only in memory.`,
+		Example: `  kvctl cluster retention
+  kvctl cluster retention --endpoint eu.example:7001 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, ctx, done, err := r.open("text", "table", "json")
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := c.Admin.Status(ctx, &kvpb.StatusRequest{})
+			if err != nil {
+				return r.explain(err)
+			}
+			if g.output == "json" {
+				return writeJSON(cmd.OutOrStdout(), retentionJSON(res))
+			}
+			return printRetention(cmd.OutOrStdout(), res)
+		},
+	}
+	cluster.AddCommand(status, retention)
 	return cluster
+}
+
+func printRetention(out io.Writer, res *kvpb.StatusResponse) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "site %s, store %s on disk\n\nSTREAM\tHEAD\tDROPPED UP TO\tKEPT FROM\tENTRIES KEPT\tLOG ON DISK\t\n", res.Site, sizeText(res.DiskBytes))
+	for _, s := range res.Streams {
+		note := ""
+		if s.Behind {
+			note = "behind: catching up from a snapshot"
+		}
+		kept := s.Persisted - min(s.Truncated, s.Persisted)
+		fmt.Fprintf(w, "%s/%s\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Origin, s.Stream, s.Head, s.Truncated, s.Truncated+1, kept, sizeText(s.LogBytes), note)
+	}
+	fmt.Fprintln(w, "\nAPPLICATION\tON DISK")
+	for _, u := range res.Usage {
+		fmt.Fprintf(w, "%s\t%s\n", u.Namespace, sizeText(u.Bytes))
+	}
+	for _, t := range res.Transfers {
+		if t.Waiting != "" {
+			fmt.Fprintf(w, "\nstate transfer of %s/%s: waiting for %s\n", t.Origin, t.Stream, t.Waiting)
+			continue
+		}
+		fmt.Fprintf(w, "\nstate transfer of %s/%s from %s: %s of %s, continues after seq %d\n",
+			t.Origin, t.Stream, t.Source, sizeText(t.Bytes), sizeText(t.TotalBytes), t.Position)
+	}
+	return w.Flush()
+}
+
+// retentionJSON is what -o json prints: the retention fields only.
+func retentionJSON(res *kvpb.StatusResponse) map[string]any {
+	return map[string]any{"site": res.Site, "disk_bytes": res.DiskBytes, "streams": res.Streams, "usage": res.Usage, "transfers": res.Transfers}
+}
+
+func sizeText(b uint64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
 }

@@ -2078,11 +2078,18 @@ func (x *PeerStatus) GetConnected() bool {
 }
 
 type StreamSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Origin        string                 `protobuf:"bytes,1,opt,name=origin,proto3" json:"origin,omitempty"`
-	Stream        string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
-	Head          uint64                 `protobuf:"varint,3,opt,name=head,proto3" json:"head,omitempty"`
-	Persisted     uint64                 `protobuf:"varint,4,opt,name=persisted,proto3" json:"persisted,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Origin    string                 `protobuf:"bytes,1,opt,name=origin,proto3" json:"origin,omitempty"`
+	Stream    string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	Head      uint64                 `protobuf:"varint,3,opt,name=head,proto3" json:"head,omitempty"`
+	Persisted uint64                 `protobuf:"varint,4,opt,name=persisted,proto3" json:"persisted,omitempty"`
+	// truncated: the highest seq this site dropped from its log (retention);
+	// truncated+1..persisted can be read back. log_bytes: an estimate of the
+	// retained log's size on disk. behind: the origin dropped entries this
+	// site lacks; it catches up from a peer's snapshot.
+	Truncated     uint64 `protobuf:"varint,5,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	LogBytes      uint64 `protobuf:"varint,6,opt,name=log_bytes,json=logBytes,proto3" json:"log_bytes,omitempty"`
+	Behind        bool   `protobuf:"varint,7,opt,name=behind,proto3" json:"behind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2145,6 +2152,173 @@ func (x *StreamSummary) GetPersisted() uint64 {
 	return 0
 }
 
+func (x *StreamSummary) GetTruncated() uint64 {
+	if x != nil {
+		return x.Truncated
+	}
+	return 0
+}
+
+func (x *StreamSummary) GetLogBytes() uint64 {
+	if x != nil {
+		return x.LogBytes
+	}
+	return 0
+}
+
+func (x *StreamSummary) GetBehind() bool {
+	if x != nil {
+		return x.Behind
+	}
+	return false
+}
+
+// NamespaceUsage is an application's share of the site's disk (estimate).
+type NamespaceUsage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NamespaceUsage) Reset() {
+	*x = NamespaceUsage{}
+	mi := &file_kv_kvpb_kv_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamespaceUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamespaceUsage) ProtoMessage() {}
+
+func (x *NamespaceUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_kvpb_kv_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamespaceUsage.ProtoReflect.Descriptor instead.
+func (*NamespaceUsage) Descriptor() ([]byte, []int) {
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *NamespaceUsage) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *NamespaceUsage) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// TransferSummary is a state transfer this site is receiving.
+type TransferSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Origin        string                 `protobuf:"bytes,1,opt,name=origin,proto3" json:"origin,omitempty"`
+	Stream        string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	Source        string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	Position      uint64                 `protobuf:"varint,4,opt,name=position,proto3" json:"position,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	TotalBytes    uint64                 `protobuf:"varint,6,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	Waiting       string                 `protobuf:"bytes,7,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferSummary) Reset() {
+	*x = TransferSummary{}
+	mi := &file_kv_kvpb_kv_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferSummary) ProtoMessage() {}
+
+func (x *TransferSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_kvpb_kv_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferSummary.ProtoReflect.Descriptor instead.
+func (*TransferSummary) Descriptor() ([]byte, []int) {
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *TransferSummary) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *TransferSummary) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *TransferSummary) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *TransferSummary) GetPosition() uint64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *TransferSummary) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *TransferSummary) GetTotalBytes() uint64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
+func (x *TransferSummary) GetWaiting() string {
+	if x != nil {
+		return x.Waiting
+	}
+	return ""
+}
+
 type StatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Site          string                 `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
@@ -2153,13 +2327,16 @@ type StatusResponse struct {
 	Peers         []*PeerStatus          `protobuf:"bytes,4,rep,name=peers,proto3" json:"peers,omitempty"`
 	Streams       []*StreamSummary       `protobuf:"bytes,5,rep,name=streams,proto3" json:"streams,omitempty"`
 	Lin           *LinStatus             `protobuf:"bytes,6,opt,name=lin,proto3" json:"lin,omitempty"`
+	Usage         []*NamespaceUsage      `protobuf:"bytes,7,rep,name=usage,proto3" json:"usage,omitempty"`
+	DiskBytes     uint64                 `protobuf:"varint,8,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"` // the whole store
+	Transfers     []*TransferSummary     `protobuf:"bytes,9,rep,name=transfers,proto3" json:"transfers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[34]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2348,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[34]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2361,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{34}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatusResponse) GetSite() string {
@@ -2229,6 +2406,27 @@ func (x *StatusResponse) GetLin() *LinStatus {
 	return nil
 }
 
+func (x *StatusResponse) GetUsage() []*NamespaceUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetDiskBytes() uint64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTransfers() []*TransferSummary {
+	if x != nil {
+		return x.Transfers
+	}
+	return nil
+}
+
 type LinStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
@@ -2243,7 +2441,7 @@ type LinStatus struct {
 
 func (x *LinStatus) Reset() {
 	*x = LinStatus{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[35]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2453,7 @@ func (x *LinStatus) String() string {
 func (*LinStatus) ProtoMessage() {}
 
 func (x *LinStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[35]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2466,7 @@ func (x *LinStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinStatus.ProtoReflect.Descriptor instead.
 func (*LinStatus) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{35}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LinStatus) GetPrefix() string {
@@ -2481,19 +2679,38 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\n" +
 	"PeerStatus\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x1c\n" +
-	"\tconnected\x18\x02 \x01(\bR\tconnected\"q\n" +
+	"\tconnected\x18\x02 \x01(\bR\tconnected\"\xc4\x01\n" +
 	"\rStreamSummary\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x12\n" +
 	"\x04head\x18\x03 \x01(\x04R\x04head\x12\x1c\n" +
-	"\tpersisted\x18\x04 \x01(\x04R\tpersisted\"\xd9\x02\n" +
+	"\tpersisted\x18\x04 \x01(\x04R\tpersisted\x12\x1c\n" +
+	"\ttruncated\x18\x05 \x01(\x04R\ttruncated\x12\x1b\n" +
+	"\tlog_bytes\x18\x06 \x01(\x04R\blogBytes\x12\x16\n" +
+	"\x06behind\x18\a \x01(\bR\x06behind\"D\n" +
+	"\x0eNamespaceUsage\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xc6\x01\n" +
+	"\x0fTransferSummary\x12\x16\n" +
+	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x16\n" +
+	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1a\n" +
+	"\bposition\x18\x04 \x01(\x04R\bposition\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\vtotal_bytes\x18\x06 \x01(\x04R\n" +
+	"totalBytes\x12\x18\n" +
+	"\awaiting\x18\a \x01(\tR\awaiting\"\xf1\x03\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x14\n" +
 	"\x05sites\x18\x02 \x03(\tR\x05sites\x12D\n" +
 	"\x06groups\x18\x03 \x03(\v2,.stabilizer.kv.v1.StatusResponse.GroupsEntryR\x06groups\x122\n" +
 	"\x05peers\x18\x04 \x03(\v2\x1c.stabilizer.kv.v1.PeerStatusR\x05peers\x129\n" +
 	"\astreams\x18\x05 \x03(\v2\x1f.stabilizer.kv.v1.StreamSummaryR\astreams\x12-\n" +
-	"\x03lin\x18\x06 \x01(\v2\x1b.stabilizer.kv.v1.LinStatusR\x03lin\x1a9\n" +
+	"\x03lin\x18\x06 \x01(\v2\x1b.stabilizer.kv.v1.LinStatusR\x03lin\x126\n" +
+	"\x05usage\x18\a \x03(\v2 .stabilizer.kv.v1.NamespaceUsageR\x05usage\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18\b \x01(\x04R\tdiskBytes\x12?\n" +
+	"\ttransfers\x18\t \x03(\v2!.stabilizer.kv.v1.TransferSummaryR\ttransfers\x1a9\n" +
 	"\vGroupsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9b\x01\n" +
@@ -2534,7 +2751,7 @@ func file_kv_kvpb_kv_proto_rawDescGZIP() []byte {
 	return file_kv_kvpb_kv_proto_rawDescData
 }
 
-var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_kv_kvpb_kv_proto_goTypes = []any{
 	(*HLC)(nil),                    // 0: stabilizer.kv.v1.HLC
 	(*Version)(nil),                // 1: stabilizer.kv.v1.Version
@@ -2570,11 +2787,13 @@ var file_kv_kvpb_kv_proto_goTypes = []any{
 	(*StatusRequest)(nil),          // 31: stabilizer.kv.v1.StatusRequest
 	(*PeerStatus)(nil),             // 32: stabilizer.kv.v1.PeerStatus
 	(*StreamSummary)(nil),          // 33: stabilizer.kv.v1.StreamSummary
-	(*StatusResponse)(nil),         // 34: stabilizer.kv.v1.StatusResponse
-	(*LinStatus)(nil),              // 35: stabilizer.kv.v1.LinStatus
-	nil,                            // 36: stabilizer.kv.v1.GetRequest.SessionEntry
-	nil,                            // 37: stabilizer.kv.v1.ScanRequest.SessionEntry
-	nil,                            // 38: stabilizer.kv.v1.StatusResponse.GroupsEntry
+	(*NamespaceUsage)(nil),         // 34: stabilizer.kv.v1.NamespaceUsage
+	(*TransferSummary)(nil),        // 35: stabilizer.kv.v1.TransferSummary
+	(*StatusResponse)(nil),         // 36: stabilizer.kv.v1.StatusResponse
+	(*LinStatus)(nil),              // 37: stabilizer.kv.v1.LinStatus
+	nil,                            // 38: stabilizer.kv.v1.GetRequest.SessionEntry
+	nil,                            // 39: stabilizer.kv.v1.ScanRequest.SessionEntry
+	nil,                            // 40: stabilizer.kv.v1.StatusResponse.GroupsEntry
 }
 var file_kv_kvpb_kv_proto_depIdxs = []int32{
 	0,  // 0: stabilizer.kv.v1.Version.hlc:type_name -> stabilizer.kv.v1.HLC
@@ -2585,10 +2804,10 @@ var file_kv_kvpb_kv_proto_depIdxs = []int32{
 	10, // 5: stabilizer.kv.v1.WriteReply.write:type_name -> stabilizer.kv.v1.WriteResponse
 	9,  // 6: stabilizer.kv.v1.WriteReply.more:type_name -> stabilizer.kv.v1.WriteReply
 	0,  // 7: stabilizer.kv.v1.WriteResponse.hlc:type_name -> stabilizer.kv.v1.HLC
-	36, // 8: stabilizer.kv.v1.GetRequest.session:type_name -> stabilizer.kv.v1.GetRequest.SessionEntry
+	38, // 8: stabilizer.kv.v1.GetRequest.session:type_name -> stabilizer.kv.v1.GetRequest.SessionEntry
 	1,  // 9: stabilizer.kv.v1.GetResponse.version:type_name -> stabilizer.kv.v1.Version
 	0,  // 10: stabilizer.kv.v1.GetResponse.snapshot:type_name -> stabilizer.kv.v1.HLC
-	37, // 11: stabilizer.kv.v1.ScanRequest.session:type_name -> stabilizer.kv.v1.ScanRequest.SessionEntry
+	39, // 11: stabilizer.kv.v1.ScanRequest.session:type_name -> stabilizer.kv.v1.ScanRequest.SessionEntry
 	1,  // 12: stabilizer.kv.v1.ScanResponse.versions:type_name -> stabilizer.kv.v1.Version
 	1,  // 13: stabilizer.kv.v1.WatchEvent.version:type_name -> stabilizer.kv.v1.Version
 	1,  // 14: stabilizer.kv.v1.LocalGetResponse.version:type_name -> stabilizer.kv.v1.Version
@@ -2596,43 +2815,45 @@ var file_kv_kvpb_kv_proto_depIdxs = []int32{
 	24, // 16: stabilizer.kv.v1.FrontierResponse.acks:type_name -> stabilizer.kv.v1.AckRow
 	23, // 17: stabilizer.kv.v1.FrontierResponse.frontiers:type_name -> stabilizer.kv.v1.Frontier
 	27, // 18: stabilizer.kv.v1.ListPredicatesResponse.predicates:type_name -> stabilizer.kv.v1.PredicateDef
-	38, // 19: stabilizer.kv.v1.StatusResponse.groups:type_name -> stabilizer.kv.v1.StatusResponse.GroupsEntry
+	40, // 19: stabilizer.kv.v1.StatusResponse.groups:type_name -> stabilizer.kv.v1.StatusResponse.GroupsEntry
 	32, // 20: stabilizer.kv.v1.StatusResponse.peers:type_name -> stabilizer.kv.v1.PeerStatus
 	33, // 21: stabilizer.kv.v1.StatusResponse.streams:type_name -> stabilizer.kv.v1.StreamSummary
-	35, // 22: stabilizer.kv.v1.StatusResponse.lin:type_name -> stabilizer.kv.v1.LinStatus
-	2,  // 23: stabilizer.kv.v1.KV.Put:input_type -> stabilizer.kv.v1.PutRequest
-	3,  // 24: stabilizer.kv.v1.KV.Delete:input_type -> stabilizer.kv.v1.DeleteRequest
-	5,  // 25: stabilizer.kv.v1.KV.WriteBatch:input_type -> stabilizer.kv.v1.WriteBatchRequest
-	8,  // 26: stabilizer.kv.v1.KV.Writes:input_type -> stabilizer.kv.v1.WriteRequest
-	11, // 27: stabilizer.kv.v1.KV.Get:input_type -> stabilizer.kv.v1.GetRequest
-	13, // 28: stabilizer.kv.v1.KV.Scan:input_type -> stabilizer.kv.v1.ScanRequest
-	15, // 29: stabilizer.kv.v1.KV.Watch:input_type -> stabilizer.kv.v1.WatchRequest
-	17, // 30: stabilizer.kv.v1.KV.CompareAndSwap:input_type -> stabilizer.kv.v1.CASRequest
-	18, // 31: stabilizer.kv.v1.KV.Lease:input_type -> stabilizer.kv.v1.LeaseRequest
-	20, // 32: stabilizer.kv.v1.KV.LocalGet:input_type -> stabilizer.kv.v1.LocalGetRequest
-	22, // 33: stabilizer.kv.v1.Admin.Frontier:input_type -> stabilizer.kv.v1.FrontierRequest
-	26, // 34: stabilizer.kv.v1.Admin.ListPredicates:input_type -> stabilizer.kv.v1.ListPredicatesRequest
-	29, // 35: stabilizer.kv.v1.Admin.SetPredicate:input_type -> stabilizer.kv.v1.SetPredicateRequest
-	31, // 36: stabilizer.kv.v1.Admin.Status:input_type -> stabilizer.kv.v1.StatusRequest
-	10, // 37: stabilizer.kv.v1.KV.Put:output_type -> stabilizer.kv.v1.WriteResponse
-	10, // 38: stabilizer.kv.v1.KV.Delete:output_type -> stabilizer.kv.v1.WriteResponse
-	7,  // 39: stabilizer.kv.v1.KV.WriteBatch:output_type -> stabilizer.kv.v1.WriteBatchResponse
-	9,  // 40: stabilizer.kv.v1.KV.Writes:output_type -> stabilizer.kv.v1.WriteReply
-	12, // 41: stabilizer.kv.v1.KV.Get:output_type -> stabilizer.kv.v1.GetResponse
-	14, // 42: stabilizer.kv.v1.KV.Scan:output_type -> stabilizer.kv.v1.ScanResponse
-	16, // 43: stabilizer.kv.v1.KV.Watch:output_type -> stabilizer.kv.v1.WatchEvent
-	10, // 44: stabilizer.kv.v1.KV.CompareAndSwap:output_type -> stabilizer.kv.v1.WriteResponse
-	19, // 45: stabilizer.kv.v1.KV.Lease:output_type -> stabilizer.kv.v1.LeaseResponse
-	21, // 46: stabilizer.kv.v1.KV.LocalGet:output_type -> stabilizer.kv.v1.LocalGetResponse
-	25, // 47: stabilizer.kv.v1.Admin.Frontier:output_type -> stabilizer.kv.v1.FrontierResponse
-	28, // 48: stabilizer.kv.v1.Admin.ListPredicates:output_type -> stabilizer.kv.v1.ListPredicatesResponse
-	30, // 49: stabilizer.kv.v1.Admin.SetPredicate:output_type -> stabilizer.kv.v1.SetPredicateResponse
-	34, // 50: stabilizer.kv.v1.Admin.Status:output_type -> stabilizer.kv.v1.StatusResponse
-	37, // [37:51] is the sub-list for method output_type
-	23, // [23:37] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	37, // 22: stabilizer.kv.v1.StatusResponse.lin:type_name -> stabilizer.kv.v1.LinStatus
+	34, // 23: stabilizer.kv.v1.StatusResponse.usage:type_name -> stabilizer.kv.v1.NamespaceUsage
+	35, // 24: stabilizer.kv.v1.StatusResponse.transfers:type_name -> stabilizer.kv.v1.TransferSummary
+	2,  // 25: stabilizer.kv.v1.KV.Put:input_type -> stabilizer.kv.v1.PutRequest
+	3,  // 26: stabilizer.kv.v1.KV.Delete:input_type -> stabilizer.kv.v1.DeleteRequest
+	5,  // 27: stabilizer.kv.v1.KV.WriteBatch:input_type -> stabilizer.kv.v1.WriteBatchRequest
+	8,  // 28: stabilizer.kv.v1.KV.Writes:input_type -> stabilizer.kv.v1.WriteRequest
+	11, // 29: stabilizer.kv.v1.KV.Get:input_type -> stabilizer.kv.v1.GetRequest
+	13, // 30: stabilizer.kv.v1.KV.Scan:input_type -> stabilizer.kv.v1.ScanRequest
+	15, // 31: stabilizer.kv.v1.KV.Watch:input_type -> stabilizer.kv.v1.WatchRequest
+	17, // 32: stabilizer.kv.v1.KV.CompareAndSwap:input_type -> stabilizer.kv.v1.CASRequest
+	18, // 33: stabilizer.kv.v1.KV.Lease:input_type -> stabilizer.kv.v1.LeaseRequest
+	20, // 34: stabilizer.kv.v1.KV.LocalGet:input_type -> stabilizer.kv.v1.LocalGetRequest
+	22, // 35: stabilizer.kv.v1.Admin.Frontier:input_type -> stabilizer.kv.v1.FrontierRequest
+	26, // 36: stabilizer.kv.v1.Admin.ListPredicates:input_type -> stabilizer.kv.v1.ListPredicatesRequest
+	29, // 37: stabilizer.kv.v1.Admin.SetPredicate:input_type -> stabilizer.kv.v1.SetPredicateRequest
+	31, // 38: stabilizer.kv.v1.Admin.Status:input_type -> stabilizer.kv.v1.StatusRequest
+	10, // 39: stabilizer.kv.v1.KV.Put:output_type -> stabilizer.kv.v1.WriteResponse
+	10, // 40: stabilizer.kv.v1.KV.Delete:output_type -> stabilizer.kv.v1.WriteResponse
+	7,  // 41: stabilizer.kv.v1.KV.WriteBatch:output_type -> stabilizer.kv.v1.WriteBatchResponse
+	9,  // 42: stabilizer.kv.v1.KV.Writes:output_type -> stabilizer.kv.v1.WriteReply
+	12, // 43: stabilizer.kv.v1.KV.Get:output_type -> stabilizer.kv.v1.GetResponse
+	14, // 44: stabilizer.kv.v1.KV.Scan:output_type -> stabilizer.kv.v1.ScanResponse
+	16, // 45: stabilizer.kv.v1.KV.Watch:output_type -> stabilizer.kv.v1.WatchEvent
+	10, // 46: stabilizer.kv.v1.KV.CompareAndSwap:output_type -> stabilizer.kv.v1.WriteResponse
+	19, // 47: stabilizer.kv.v1.KV.Lease:output_type -> stabilizer.kv.v1.LeaseResponse
+	21, // 48: stabilizer.kv.v1.KV.LocalGet:output_type -> stabilizer.kv.v1.LocalGetResponse
+	25, // 49: stabilizer.kv.v1.Admin.Frontier:output_type -> stabilizer.kv.v1.FrontierResponse
+	28, // 50: stabilizer.kv.v1.Admin.ListPredicates:output_type -> stabilizer.kv.v1.ListPredicatesResponse
+	30, // 51: stabilizer.kv.v1.Admin.SetPredicate:output_type -> stabilizer.kv.v1.SetPredicateResponse
+	36, // 52: stabilizer.kv.v1.Admin.Status:output_type -> stabilizer.kv.v1.StatusResponse
+	39, // [39:53] is the sub-list for method output_type
+	25, // [25:39] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_kv_kvpb_kv_proto_init() }
@@ -2646,7 +2867,7 @@ func file_kv_kvpb_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_kvpb_kv_proto_rawDesc), len(file_kv_kvpb_kv_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

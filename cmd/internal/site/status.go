@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"html/template"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,6 +25,26 @@ type statusView struct {
 	Preds     []predView
 	Topics    []topicView
 	Shares    []fileshare.ShareStatus
+	// Retention: per stream what this site keeps of its log; Usage, the
+	// store's disk use per application; Transfers, state transfers in
+	// progress.
+	Retention []retentionView
+	Usage     []usageView
+	DiskTotal string
+	Transfers []stabilizer.TransferStatus
+}
+
+type retentionView struct {
+	Stream          string
+	Head, Truncated uint64
+	Retained        uint64 // entries Truncated+1..Head
+	LogBytes        string
+	Behind          bool
+}
+
+type usageView struct {
+	Namespace string
+	Bytes     string
 }
 
 type topicView struct {
@@ -84,7 +105,11 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 			sv.Frontiers = append(sv.Frontiers, frontierView{p.Name, f.Seq, f.Version, st.Head - min(f.Seq, st.Head)})
 		}
 		v.Streams = append(v.Streams, sv)
+		v.Retention = append(v.Retention, retentionView{Stream: st.Stream.String(), Head: st.Head, Truncated: st.Truncated,
+			Retained: st.Persisted - min(st.Truncated, st.Persisted), Behind: st.Behind})
 	}
+	s.usageView(&v)
+	v.Transfers = s.node.Transfers()
 	v.Topics = s.topicsView(ctx)
 	if shares, err := s.files.Status(ctx); err == nil {
 		v.Shares = shares
@@ -103,6 +128,28 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 	})
 	return v, nil
 }
+
+// usageView fills in the disk use per application and per stream's log.
+func (s *Site) usageView(v *statusView) {
+	u, err := s.node.DiskUsage()
+	if err != nil {
+		return
+	}
+	v.DiskTotal = bytesText(u.Total)
+	for _, ns := range slices.Sorted(maps.Keys(u.Namespaces)) {
+		v.Usage = append(v.Usage, usageView{ns, bytesText(u.Namespaces[ns])})
+	}
+	for i := range v.Retention {
+		for id, b := range u.Logs {
+			if id.String() == v.Retention[i].Stream {
+				v.Retention[i].LogBytes = bytesText(b)
+			}
+		}
+	}
+	slices.SortFunc(v.Retention, func(a, b retentionView) int { return strings.Compare(a.Stream, b.Stream) })
+}
+
+func bytesText(b uint64) string { return stabilizer.FormatBytes(int64(b)) }
 
 func (s *Site) topicsView(ctx context.Context) []topicView {
 	var out []topicView
@@ -184,6 +231,14 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 {{range .Frontiers}}<tr><td class=l>{{.Predicate}}</td><td>{{.Seq}}</td><td class="{{if .Behind}}behind{{end}}">{{.Behind}}</td><td>{{.Version}}</td></tr>{{end}}
 </table>
 {{else}}<p>No streams yet.</p>{{end}}
+<h2>Retention</h2>
+<p>Store on disk: {{.DiskTotal}}.{{range .Transfers}} State transfer of <b>{{.Stream}}</b>{{if .Source}} from {{.Source}}: {{.Bytes}} of {{.TotalBytes}} bytes{{end}}{{if .Waiting}}: waiting for {{.Waiting}}{{end}}.{{end}}</p>
+<table><tr><th class=l>stream</th><th>head</th><th>dropped up to</th><th>entries kept</th><th>log on disk</th><th class=l></th></tr>
+{{range .Retention}}<tr><td class=l>{{.Stream}}</td><td>{{.Head}}</td><td>{{.Truncated}}</td><td>{{.Retained}}</td><td>{{.LogBytes}}</td><td class=l>{{if .Behind}}<span class=behind>behind: catching up from a snapshot</span>{{end}}</td></tr>{{end}}
+</table>
+<table><tr><th class=l>application</th><th>on disk</th></tr>
+{{range .Usage}}<tr><td class=l>{{.Namespace}}</td><td>{{.Bytes}}</td></tr>{{end}}
+</table>
 <h2>Topics</h2>
 {{range .Topics}}
 <h3>{{.Name}} — {{.Stored}} messages stored here</h3>
