@@ -298,6 +298,18 @@ func (n *Node) drain() {
 
 func (n *Node) step(m *pb.Message) {
 	n.loop.heard[m.GetFrom()] = n.loop.ticks
+	if m.GetType() == pb.MsgHeartbeat {
+		// A voter whose store was wiped restarts with an empty log, and
+		// the leader still counts what it acknowledged before: its
+		// heartbeats carry a commit index beyond our log, which raft
+		// takes for a corrupt log and panics on. Cap it at our log: the
+		// reply leads the leader to probe, find our log short, and send
+		// a snapshot. (The wipe itself counts as one failure: what only
+		// the wiped voter and one other held is down to one copy.)
+		if last, err := n.ms.LastIndex(); err == nil && m.GetCommit() > last {
+			m.Commit = proto.Uint64(last)
+		}
+	}
 	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 		n.log.Debug("step", "error", err)
 	}
