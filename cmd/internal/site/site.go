@@ -113,7 +113,7 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 	}
 	node, err := stabilizer.New(stabilizer.Config{Site: cfg.Site, Schema: cfg.Schema(), Predicates: cfg.Predicates,
 		Dir: cfg.DataPath(), Transport: stabilizer.GRPCTransport(tr), Logger: log.Named("node"), Registerer: s.reg,
-		TickInterval: time.Millisecond, MinFreeBytes: cfg.MinFreeBytes})
+		TickInterval: time.Millisecond, MinFreeBytes: cfg.MinFreeBytes, StateTransferRate: cfg.StateTransferRate})
 	if err != nil {
 		tr.Close()
 		return nil, err

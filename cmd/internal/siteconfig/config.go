@@ -40,6 +40,11 @@ type Config struct {
 	// it then takes writes again and catches up by itself. Default 256 MiB,
 	// at most 5% of the filesystem; -1 turns the guard off.
 	MinFreeBytes int64 `yaml:"min_free_bytes,omitempty"`
+	// StateTransferRate bounds, in bytes per second, the snapshot data
+	// this site sends to a peer that catches up by state transfer (a site
+	// that lost its disk, or was down longer than its peers keep their
+	// logs). 0 or unset: no bound but the transfer's window and the link.
+	StateTransferRate int64 `yaml:"state_transfer_rate,omitempty"`
 	// Predicates are named predicates besides the built-in ones.
 	Predicates map[string]string `yaml:"predicates,omitempty"`
 	// Levels are custom acknowledgement levels applications may report.
@@ -246,6 +251,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		bad("data_dir", "missing: the folder for this site's database")
+	}
+	if c.StateTransferRate < 0 {
+		bad("state_transfer_rate", "%d is negative (bytes per second; 0 or unset: no bound)", c.StateTransferRate)
 	}
 	if c.MinFreeBytes < -1 {
 		bad("min_free_bytes", "%d is below -1 (-1 turns the disk guard off; 0 or unset is 256 MiB, at most 5%% of the filesystem)", c.MinFreeBytes)
