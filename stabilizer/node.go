@@ -405,10 +405,7 @@ func (n *Node) Start() error {
 		n.pub.setStable(s)
 	}
 	n.startApps()
-	n.mu.Lock()
-	transfers := len(n.mu.transfer) > 0
-	n.mu.Unlock()
-	if transfers {
+	if len(n.cfg.Schema.Sites) > 1 {
 		n.wg.Add(1)
 		go n.runTransfers()
 	}

@@ -127,9 +127,20 @@ func (n *Node) needs() []Position {
 		for _, b := range n.core.Behind() {
 			add(b)
 		}
-		if !n.core.Joining() {
-			for _, l := range n.core.Lost() {
+		if n.core.Joining() {
+			return
+		}
+		for _, l := range n.core.Lost() {
+			if n.transferOf(l.Stream.Name) != nil {
 				add(l)
+				continue
+			}
+			// No snapshot can bring it back: go on without this
+			// site's copy, so that the application can append again.
+			n.log.Warn("this site lost its copy of its own stream's entries, which peers hold; its application has no state transfer, so it goes on without them",
+				"stream", l.Stream, "held_up_to", l.Seq)
+			if err := n.core.SkipLost(l.Stream); err != nil {
+				n.log.Warn("skip lost", "stream", l.Stream, "error", err)
 			}
 		}
 	})

@@ -265,6 +265,25 @@ func (c *Core) hasLost() bool {
 	return false
 }
 
+// SkipLost gives up this site's copy of own stream id's entries that
+// peers hold and it lost, for an application that cannot take a snapshot
+// of its state: the stream skips to the highest seq a peer holds (a
+// Truncation with Skip), so that its next entries take new seqs. The
+// peers keep theirs; this site's application goes on without them.
+func (c *Core) SkipLost(id StreamID) error {
+	if id.Origin != c.cfg.Site {
+		return fmt.Errorf("core: skip lost %s: %w: not this site's stream", id, ErrUnknownStream)
+	}
+	l, ok := c.lost[id.Name]
+	s := c.streams[id]
+	if !ok || s == nil || l.maxHeld() <= s.head {
+		return nil
+	}
+	c.install(s, Position{Stream: id, Seq: l.maxHeld(), HLC: c.now()})
+	c.recoveryDirty = true
+	return nil
+}
+
 // checkJoined ends joining once every peer's row was heard.
 func (c *Core) checkJoined() {
 	if !c.joining {
