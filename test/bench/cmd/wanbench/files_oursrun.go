@@ -336,11 +336,3 @@ func benchFSMemory(ctx context.Context, o fsOptions, c *fsCluster, pids map[stri
 	fmt.Fprintf(o.progress, "  %s at every region in %.1f s\n", mib(o.bigBytes), m.TookMs/1000)
 	return m, nil
 }
-
-func (c *fsCluster) sitesNames() []string {
-	var out []string
-	for _, s := range c.sites {
-		out = append(out, s.Site)
-	}
-	return out
-}
