@@ -315,6 +315,9 @@ func benchOursTput(ctx context.Context, o benchOptions, dir string, sites []stri
 	if err != nil {
 		return err
 	}
+	if err := waitJoined(ctx, ss); err != nil {
+		return err
+	}
 	for _, c := range o.conns {
 		if err := benchOursConns(ctx, o, c, ss, res); err != nil {
 			return err
@@ -377,6 +380,27 @@ func benchOursConns(ctx context.Context, o benchOptions, conns int, ss []siteInf
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+		}
+	}
+	return nil
+}
+
+// waitJoined returns once every site took a write: a fresh site holds its
+// first appends until it heard from every peer (stabilizer's
+// JoinTimeout), which a throughput window must not measure.
+func waitJoined(ctx context.Context, ss []siteInfo) error {
+	for _, s := range ss {
+		cl, err := kvclient.Dial(s.Client)
+		if err != nil {
+			return err
+		}
+		err = retry(ctx, time.Minute, func() error {
+			_, err := cl.Put(ctx, "bench/joined/"+s.Site, []byte("1"), "local", 5*time.Second)
+			return err
+		})
+		cl.Close()
+		if err != nil {
+			return fmt.Errorf("%s took no write within a minute of starting: %w", s.Site, err)
 		}
 	}
 	return nil
