@@ -14,6 +14,11 @@
 // benchpeers), ours plugs in at dialOurs in pubsub_ours.go and is not
 // wired yet, so its rows say "not measured: ours not wired yet".
 //
+// `wanbench soak` is issue 18's bounded-disk soak: an overwrite workload
+// of job records from every site for 30 minutes (2 with --short), the
+// bytes under each site's data directory sampled beside the live data
+// size, against 3 × live.
+//
 // It lives in the Go module test/bench, apart from the library, so that the
 // root go.mod requires no peer's server (etcd, NATS) and no plotting
 // library; that module replaces the root module by path, so it always
@@ -33,6 +38,7 @@
 //	bin/wanbench report --out /tmp/bench   # rewrite report.md and the plots from the JSON files
 //	bin/wanbench pubsub --topology ec2-3 --out /tmp/pubsub   # about 5 minutes with ours not wired; needs root for NATS's WAN rows
 //	bin/wanbench pubsub --out /tmp/pubsub --publishes 10 --degrade-window 5s --tput-duration 2s --stall 10s --stall-before 3s --stall-after 3s
+//	bin/wanbench soak --out /tmp/soak   # 31 minutes; --short: 2.5 minutes
 //
 // # How it runs the systems
 //
@@ -59,7 +65,11 @@
 // binaries. The pub/sub bench: pubsub.go runs its phases; pubsub_ours.go
 // and pubsub_nats.go drive the two systems; psbounds.go holds the bounds,
 // psresults.go the rows and the targets, psreport.go and psplots.go the
-// report; rss.go samples the processes' memory.
+// report; rss.go samples the processes' memory. sites.go starts our sites
+// behind in-process emulated links (the file bench, the soak); the soak:
+// soak.go runs it, soak_results.go holds its rows and targets,
+// soak_report.go writes its report; retention.go reads the sites'
+// status.json and their disk use.
 //
 // NATS on the WAN runs like etcd: each server in its own network namespace,
 // its routes through a wan.Demux per server (pubsub_nats.go says why).

@@ -198,15 +198,6 @@ func (c *siteCluster) site(name string) fsSite {
 	return fsSite{}
 }
 
-func (c *siteCluster) index(name string) int {
-	for i, s := range c.sites {
-		if s.Site == name {
-			return i
-		}
-	}
-	return -1
-}
-
 func (c *siteCluster) sitesNames() []string {
 	var out []string
 	for _, s := range c.sites {

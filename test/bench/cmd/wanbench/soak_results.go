@@ -1,0 +1,346 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stabilizer/stabilizer/test/workload"
+)
+
+// The soak's results as results.json holds them, and issue 18's disk
+// target evaluated on them; pure, so that the report can be made again
+// from results.json alone.
+
+const soakBenchName = "soak"
+
+// Issue 18's target: disk use at most this many times the live data.
+const soakDiskFactor = 3.0
+
+// soakPaceShare: the writes held the pace when at least this share of
+// --rate was acknowledged (a check of the set-up, not an issue target).
+const soakPaceShare = 0.95
+
+// soakResults is everything a soak measured, and how.
+type soakResults struct {
+	Bench        string    `json:"bench"`
+	Topology     string    `json:"topology"`
+	Started      time.Time `json:"started"`
+	Finished     time.Time `json:"finished"`
+	Host         string    `json:"host"`
+	Commit       string    `json:"commit"`
+	Sites        []string  `json:"sites"`
+	Bandwidth    string    `json:"bandwidth"`
+	BandwidthBps float64   `json:"bandwidth_bps"`
+	Keys         int       `json:"keys"`
+	ValueMin     int       `json:"value_min_bytes"`
+	ValueMax     int       `json:"value_max_bytes"`
+	Predicate    string    `json:"predicate"`
+	RateTarget   float64   `json:"rate_target_per_s"`
+	Workers      int       `json:"workers_per_site"`
+	DurationS    float64   `json:"duration_s"`
+	SettleS      float64   `json:"settle_s"`
+	SampleS      float64   `json:"sample_s"`
+	Short        bool      `json:"short"`
+	// WriteS is how long the writers wrote, from the first slot until
+	// the last write in flight was answered.
+	WriteS float64    `json:"write_s"`
+	Writes soakWrites `json:"writes"`
+	// LiveBytes is the live data size at the end: key and value bytes of
+	// every key's winning write; WrittenBytes the same over every write
+	// made.
+	LiveBytes    int64                `json:"live_bytes"`
+	LiveKeys     int                  `json:"live_keys"`
+	WrittenBytes int64                `json:"written_bytes"`
+	Scan         map[string]*soakScan `json:"scan"`
+	Samples      []*soakSample        `json:"samples"`
+	Targets      []psTarget           `json:"targets"`
+	Checks       []psTarget           `json:"checks"`
+	Notes        []string             `json:"notes"`
+}
+
+func (r *soakResults) note(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+}
+
+// soakWrites counts the writes of all sites.
+type soakWrites struct {
+	soakSiteWrites
+	AchievedPerS float64                    `json:"achieved_per_s"`
+	PerSite      map[string]*soakSiteWrites `json:"per_site"`
+}
+
+// soakSiteWrites counts one site's writes: Slots the pace offered,
+// Missed those no worker was free for, Acked the writes whose majority
+// wait held, Failed those made but whose wait failed, Unknown those
+// without an answer (made or not).
+type soakSiteWrites struct {
+	Slots      int64   `json:"slots"`
+	Missed     int64   `json:"missed"`
+	Acked      int64   `json:"acked"`
+	Failed     int64   `json:"failed"`
+	Unknown    int64   `json:"unknown"`
+	P50ms      float64 `json:"p50_ms"`
+	P99ms      float64 `json:"p99_ms"`
+	FirstError string  `json:"first_error,omitempty"`
+
+	lats []time.Duration
+}
+
+func (w *soakSiteWrites) setLatencies(lats []time.Duration) {
+	w.lats = lats
+	if len(lats) > 0 {
+		w.P50ms, w.P99ms = ms(workload.Percentile(lats, .5)), ms(workload.Percentile(lats, .99))
+	}
+}
+
+// sum adds up the sites' counts over writeS seconds of writing.
+func (w *soakWrites) sum(writeS float64) {
+	var lats []time.Duration
+	w.soakSiteWrites = soakSiteWrites{}
+	for _, s := range slices.Sorted(maps.Keys(w.PerSite)) {
+		p := w.PerSite[s]
+		w.Slots += p.Slots
+		w.Missed += p.Missed
+		w.Acked += p.Acked
+		w.Failed += p.Failed
+		w.Unknown += p.Unknown
+		if w.FirstError == "" && p.FirstError != "" {
+			w.FirstError = s + ": " + p.FirstError
+		}
+		lats = append(lats, p.lats...)
+	}
+	w.setLatencies(lats)
+	if writeS > 0 {
+		w.AchievedPerS = float64(w.Acked) / writeS
+	}
+}
+
+// soakScan is a scan of the soak's keys at a site after the settle.
+type soakScan struct {
+	Keys  int   `json:"keys"`
+	Bytes int64 `json:"bytes"`
+	// Differ counts the keys whose version there is not the winner the
+	// bench tracked.
+	Differ int    `json:"differ"`
+	Error  string `json:"error,omitempty"`
+}
+
+// soakSample is one sample: the live data size and each site's disk.
+type soakSample struct {
+	T     float64                    `json:"t_s"` // since the writes began
+	Live  int64                      `json:"live_bytes"`
+	Acked int64                      `json:"acked"`
+	Sites map[string]*soakSiteSample `json:"sites"`
+}
+
+// soakSiteSample is what a site took at a sample: Allocated and Apparent
+// over its data directories (diskUsage), Estimate its own (status.json
+// DiskTotal), its kv streams' floors and the kv log entries it kept.
+type soakSiteSample struct {
+	Allocated  int64         `json:"allocated_bytes"`
+	Apparent   int64         `json:"apparent_bytes"`
+	Estimate   int64         `json:"estimate_bytes,omitempty"`
+	LogEntries uint64        `json:"kv_log_entries"`
+	Floors     []streamFloor `json:"floors,omitempty"`
+	Error      string        `json:"error,omitempty"`
+}
+
+// streamFloor is a stream's head and truncation point at a site, and the
+// entries its log keeps (persisted above the truncation point).
+type streamFloor struct {
+	Stream    string `json:"stream"`
+	Head      uint64 `json:"head"`
+	Truncated uint64 `json:"truncated"`
+	Retained  uint64 `json:"retained"`
+}
+
+func ratioOf(disk, live int64) float64 {
+	if live <= 0 {
+		return math.Inf(1)
+	}
+	return float64(disk) / float64(live)
+}
+
+// last is the sample after the settle; writesEnd the last sample taken
+// while the writers wrote (or as they stopped).
+func (r *soakResults) last() *soakSample {
+	if len(r.Samples) == 0 {
+		return nil
+	}
+	return r.Samples[len(r.Samples)-1]
+}
+
+func (r *soakResults) writesEnd() *soakSample {
+	var out *soakSample
+	for _, s := range r.Samples {
+		if s.T <= r.WriteS+0.5 {
+			out = s
+		}
+	}
+	return out
+}
+
+// lastThird are the samples of the last third of the writes.
+func (r *soakResults) lastThird() []*soakSample {
+	var out []*soakSample
+	for _, s := range r.Samples {
+		if s.T >= r.WriteS*2/3 && s.T <= r.WriteS+0.5 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// maxRatio is the largest disk/live of site over samples, and when.
+func maxRatio(samples []*soakSample, site string) (ratio, at float64, ok bool) {
+	for _, s := range samples {
+		ss := s.Sites[site]
+		if ss == nil || ss.Allocated == 0 || s.Live == 0 {
+			continue
+		}
+		if v := ratioOf(ss.Allocated, s.Live); !ok || v > ratio {
+			ratio, at, ok = v, s.T, true
+		}
+	}
+	return ratio, at, ok
+}
+
+// growth is how much site's disk grew over samples (first to last).
+func growth(samples []*soakSample, site string) (int64, bool) {
+	if len(samples) < 2 {
+		return 0, false
+	}
+	a, b := samples[0].Sites[site], samples[len(samples)-1].Sites[site]
+	if a == nil || b == nil {
+		return 0, false
+	}
+	return b.Allocated - a.Allocated, true
+}
+
+// floorsRose reports, per site, the kv streams whose truncation point did
+// not rise from the first sample to the last, and the streams seen.
+func (r *soakResults) floorsRose() (flat map[string][]string, seen int) {
+	flat = map[string][]string{}
+	if len(r.Samples) < 2 {
+		return flat, 0
+	}
+	first, last := r.Samples[0], r.last()
+	for _, site := range r.Sites {
+		before := map[string]uint64{}
+		if ss := first.Sites[site]; ss != nil {
+			for _, f := range ss.Floors {
+				before[f.Stream] = f.Truncated
+			}
+		}
+		ss := last.Sites[site]
+		if ss == nil || len(ss.Floors) == 0 {
+			flat[site] = append(flat[site], "(no kv streams in its status)")
+			continue
+		}
+		for _, f := range ss.Floors {
+			seen++
+			if f.Truncated <= before[f.Stream] {
+				flat[site] = append(flat[site], f.Stream)
+			}
+		}
+	}
+	return flat, seen
+}
+
+// evaluate marks issue 18's disk targets, and the run's checks, met,
+// missed or not measured.
+func (r *soakResults) evaluate() (targets, checks []psTarget) {
+	add := func(to *[]psTarget, name, status, detail string) {
+		*to = append(*to, psTarget{Name: name, Status: status, Detail: detail})
+	}
+	ratios := func(name string, get func(site string) (float64, string, bool)) {
+		var parts []string
+		status := statusMet
+		n := 0
+		for _, s := range r.Sites {
+			v, where, ok := get(s)
+			if !ok {
+				parts = append(parts, s+" not measured")
+				status = statusNotMeasured
+				continue
+			}
+			n++
+			parts = append(parts, fmt.Sprintf("%s %.2f×%s", s, v, where))
+			if v > soakDiskFactor && status != statusNotMeasured {
+				status = statusMissed
+			}
+		}
+		if n == 0 {
+			status = statusNotMeasured
+		}
+		add(&targets, name, status, joinStrings(parts))
+	}
+	end := r.last()
+	ratios(fmt.Sprintf("disk ≤ %.0f× live at every site at the end of the settle", soakDiskFactor), func(site string) (float64, string, bool) {
+		if end == nil || end.Sites[site] == nil || end.Live == 0 || end.Sites[site].Allocated == 0 {
+			return 0, "", false
+		}
+		ss := end.Sites[site]
+		return ratioOf(ss.Allocated, end.Live), fmt.Sprintf(" (%s of %s live)", mib(ss.Allocated), mib(end.Live)), true
+	})
+	third := r.lastThird()
+	ratios(fmt.Sprintf("disk ≤ %.0f× live at every site over the last third of the writes (its max)", soakDiskFactor), func(site string) (float64, string, bool) {
+		v, at, ok := maxRatio(third, site)
+		return v, fmt.Sprintf(" at %.0f s", at), ok
+	})
+
+	w := r.Writes
+	switch {
+	case w.Slots == 0:
+		add(&checks, "writes acknowledged and the pace held", statusNotMeasured, "no writes")
+	default:
+		d := fmt.Sprintf("%d of %d paced writes acknowledged under %s in %.0f s: %.1f/s of %.0f/s (%.0f%%); %d slots missed (no worker free), %d made but their wait failed, %d unanswered",
+			w.Acked, w.Slots, r.Predicate, r.WriteS, w.AchievedPerS, r.RateTarget, 100*w.AchievedPerS/r.RateTarget, w.Missed, w.Failed, w.Unknown)
+		st := statusMet
+		if w.Acked == 0 || w.AchievedPerS < soakPaceShare*r.RateTarget {
+			st = statusMissed
+		}
+		add(&checks, fmt.Sprintf("writes acknowledged and the pace held (≥ %.0f%% of --rate)", soakPaceShare*100), st, d)
+	}
+	flat, seen := r.floorsRose()
+	switch {
+	case seen == 0:
+		add(&checks, "kv log truncated: every kv stream's floor rose at every site", statusNotMeasured, "no kv streams in the sites' status")
+	case len(flat) > 0:
+		var parts []string
+		for _, s := range slices.Sorted(maps.Keys(flat)) {
+			parts = append(parts, s+": "+strings.Join(flat[s], ", "))
+		}
+		add(&checks, "kv log truncated: every kv stream's floor rose at every site", statusMissed, "floor did not rise: "+joinStrings(parts))
+	default:
+		add(&checks, "kv log truncated: every kv stream's floor rose at every site", statusMet, fmt.Sprintf("all %d kv streams (site × origin)", seen))
+	}
+	if len(r.Scan) == 0 {
+		add(&checks, "live size as a scan of every site finds it", statusNotMeasured, "no scan")
+	} else {
+		st := statusMet
+		var parts []string
+		for _, s := range r.Sites {
+			sc := r.Scan[s]
+			switch {
+			case sc == nil:
+				st = statusNotMeasured
+				parts = append(parts, s+" not scanned")
+			case sc.Error != "":
+				st = statusMissed
+				parts = append(parts, s+": "+sc.Error)
+			default:
+				parts = append(parts, fmt.Sprintf("%s %d keys, %d B, %d differ", s, sc.Keys, sc.Bytes, sc.Differ))
+				if sc.Bytes != r.LiveBytes || sc.Keys != r.LiveKeys || sc.Differ > 0 {
+					st = statusMissed
+				}
+			}
+		}
+		add(&checks, "live size as a scan of every site finds it", st, fmt.Sprintf("bench: %d keys, %d B; %s", r.LiveKeys, r.LiveBytes, joinStrings(parts)))
+	}
+	return targets, checks
+}
