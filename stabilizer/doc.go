@@ -94,7 +94,7 @@
 //
 // # Concurrency
 //
-// Node methods are safe for concurrent use. Five kinds of goroutine run
+// Node methods are safe for concurrent use. These kinds of goroutine run
 // per node, all started by Start and waited for by Close:
 //
 //   - the loop, the only goroutine that touches the core: it ticks, feeds
