@@ -29,7 +29,8 @@ type stream struct {
 	// above head: entries only a snapshot can replace.
 	floor    uint64
 	floorHLC HLC
-	behind   uint64
+	behind    uint64
+	behindHLC HLC
 	// void is an own stream's last abandoned range (abandonLost): seqs
 	// that name no message, which peers skip without a snapshot.
 	void VoidRange
