@@ -271,6 +271,8 @@ func toStatus(err error) error {
 		code = codes.InvalidArgument
 	case errors.Is(err, ErrUnsatisfiable):
 		code = codes.FailedPrecondition
+	case errors.Is(err, ErrHistoryPruned):
+		code = codes.OutOfRange
 	case errors.Is(err, ErrQuorum):
 		code = codes.Unavailable
 	case errors.Is(err, stabilizer.ErrDiskFull):
