@@ -57,7 +57,7 @@ func TestAppScanKeys(t *testing.T) {
 		{name: "from", start: "a3", want: []string{"a3", "b1", "b2", "c1"}},
 		{name: "to", end: "b2", want: []string{"a1", "a2", "a3", "b1"}},
 		{name: "between", start: "a2", end: "b", want: []string{"a2", "a3"}},
-		{name: "first of each letter", skip: func(k string) string { return string(k[0]+1) },
+		{name: "first of each letter", skip: func(k string) string { return string(k[0] + 1) },
 			want: []string{"a1", "b1", "c1"}},
 		{name: "next not ahead moves one key", skip: func(k string) string { return "a" },
 			want: []string{"a1", "a2", "a3", "b1", "b2", "c1"}},
