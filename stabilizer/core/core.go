@@ -101,8 +101,8 @@ type Core struct {
 	// incarnation may have exposed (a snapshot's, a peer's memory of our
 	// heartbeat); the next Ready persists a reservation above it.
 	reserveClock bool
-	pendingDefs []PredicateDef
-	errs        []error
+	pendingDefs  []PredicateDef
+	errs         []error
 
 	nextHB   uint64 // tick at which the next clock heartbeat is due
 	nextFull uint64 // tick at which the next whole-row Acks is due
