@@ -215,7 +215,8 @@ func (n *Node) pauseStream(id StreamID) {
 	q.queued = kept
 	q.mu.Unlock()
 	q.applying.Lock()
-	q.applying.Unlock() //nolint:staticcheck // waits for the Apply in progress
+	//lint:ignore SA2001 the empty section waits for the Apply in progress
+	q.applying.Unlock()
 }
 
 // resumeStream lets deliveries of id through again from the Readies taken
