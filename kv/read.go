@@ -34,6 +34,9 @@ func (s *Store) getStable(ctx context.Context, key, p string) (ReadResult, error
 		}
 		return true, nil
 	})
+	if err == nil && !found {
+		err = s.stablePruned(ctx, key, p)
+	}
 	return ReadResult{Version: best, Found: found}, err
 }
 

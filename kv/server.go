@@ -285,6 +285,8 @@ func toStatus(err error) error {
 		code = codes.InvalidArgument
 	case errors.Is(err, ErrUnsatisfiable):
 		code = codes.FailedPrecondition
+	case errors.Is(err, ErrHistoryPruned):
+		code = codes.OutOfRange
 	case errors.Is(err, ErrQuorum), errors.Is(err, ErrRestoring):
 		code = codes.Unavailable
 	case errors.Is(err, stabilizer.ErrDiskFull):

@@ -18,6 +18,7 @@ const namespace = "kv"
 const (
 	prefixVersion = 'v' // escaped key, 0x00 0x01, ^hlc, origin -> every version, newest first
 	prefixApplied = 'a' // origin -> the last seq of origin's kv stream applied (earlier releases)
+	prefixPruned  = 'p' // escaped key, 0x00 0x01 -> the key's pruning marker (retention.go)
 	keyFormat     = 'f' // -> the layout version below
 )
 
@@ -216,7 +217,13 @@ func (s *state) latest(key string) (Version, bool, error) {
 // the versions with an HLC at or below t.
 func (s *state) at(key string, t stabilizer.HLC) (Version, bool, error) {
 	p := versionPrefix(key)
-	return s.winner(key, appendInvertedHLC(p, t), stabilizer.PrefixEnd(p))
+	v, found, err := s.winner(key, appendInvertedHLC(p, t), stabilizer.PrefixEnd(p))
+	if err == nil && !found {
+		// After the versions: a prune between the two is seen by the
+		// marker, which only moves forward.
+		err = s.prunedAt(key, t)
+	}
+	return v, found, err
 }
 
 // winner returns the newest version of key in [start, end), which holds

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stabilizer/stabilizer/frontier"
 	"github.com/stabilizer/stabilizer/kv/kvpb"
@@ -62,6 +63,11 @@ type Config struct {
 	Peers map[string]Reader
 	// Logger; default none.
 	Logger hclog.Logger
+	// Registerer for metrics; default none.
+	Registerer prometheus.Registerer
+	// Retention: what the site keeps of the log and of each key's history
+	// (retention.go).
+	Retention
 }
 
 // Store is the wide-area key/value store of one site: writes go through the
@@ -83,6 +89,7 @@ type Store struct {
 	}
 	// compiled caches predicates by source: every write checks its wait.
 	compiled predCache
+	ret      *retainer // the background work: log truncation, pruning
 }
 
 // predCache holds compiled predicates by source, up to
@@ -153,6 +160,7 @@ func (c *Config) Validate() error {
 	if c.MaxValueBytes < 0 {
 		bad("MaxValueBytes: %d is negative", c.MaxValueBytes)
 	}
+	c.Retention.validate(bad)
 	return errors.Join(errs...)
 }
 
@@ -176,6 +184,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	cfg.Retention.setDefaults()
 	ns, err := cfg.Node.Namespace(namespace)
 	if err != nil {
 		return nil, fmt.Errorf("kv: %w", err)
@@ -186,6 +195,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	s.mu.pending = map[string]Version{}
 	s.mu.watchers = map[*watcher]struct{}{}
+	s.ret = newRetainer(s, cfg.Retention, cfg.Registerer)
 	if err := cfg.Node.Handle(Stream, s); err != nil {
 		return nil, err
 	}

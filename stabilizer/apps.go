@@ -214,8 +214,15 @@ func (n *Node) pauseStream(id StreamID) {
 	}
 	q.queued = kept
 	q.mu.Unlock()
+	waitApply(q)
+}
+
+// waitApply returns once no Apply of q is in progress: the next one sees
+// the stream paused.
+func waitApply(q *appQueue) {
 	q.applying.Lock()
-	q.applying.Unlock() //nolint:staticcheck // waits for the Apply in progress
+	//lint:ignore SA2001 the empty section waits for the Apply in progress
+	q.applying.Unlock()
 }
 
 // resumeStream lets deliveries of id through again from the Readies taken

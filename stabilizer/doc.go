@@ -67,9 +67,34 @@
 // peers resend what it dropped when they reopen their channel to it
 // (after ResendTicks without progress), so nothing acknowledged is lost.
 //
+// # Retention and state transfer
+//
+// Applications decide when a stream's prefix may go (Truncate): the KV
+// once every site applied it, pub/sub by its topics' limits, file sync
+// once no retained version names its chunks. The core never drops what
+// the local application has not applied, nor, without BeyondPeers, what a
+// peer has not persisted; the node deletes with one range deletion per
+// truncation. A peer that asks for what was dropped is told so and
+// catches up from a snapshot: EnableStateTransfer registers how an
+// application's state of one origin's stream is told apart (Owner), and a
+// site behind a truncation, or one whose store was wiped, copies that
+// state from the peer that applied most of the stream. The source takes
+// a pebble checkpoint of the namespace with the node's positions (one
+// instant; kept beside the store, in Dir + ".snapshots", until unused for
+// ten minutes) and streams the stream's keys on the bulk plane, within
+// the receiver's credit (DefaultTransferWindow) and Config.StateTransferRate;
+// every frame carries a CRC-32C and the whole copy a SHA-256 the receiver
+// checks. The receiver stores each chunk and its progress in one write,
+// so either side may be killed and the copy resumes where the receiver's
+// store stands; while it runs the stream's deliveries are held back and
+// the application is told (Restoring, Restored). A site that starts with
+// an empty store waits to hear every peer (Config.JoinTimeout) before its
+// first append: peers say which of its seqs they hold or saw, so that it
+// never gives a seq to a second message (see package core).
+//
 // # Concurrency
 //
-// Node methods are safe for concurrent use. Five kinds of goroutine run
+// Node methods are safe for concurrent use. These kinds of goroutine run
 // per node, all started by Start and waited for by Close:
 //
 //   - the loop, the only goroutine that touches the core: it ticks, feeds
@@ -89,7 +114,9 @@
 //   - one goroutine per registered Applier, which applies its queue and
 //     reports Applied through the loop;
 //   - the disk guard's ticker, which reads the free space every
-//     DiskCheckInterval.
+//     DiskCheckInterval;
+//   - state transfer's: the receiving loop (runTransfers), and a sender
+//     per snapshot a peer reads from this site.
 //
 // Lock order: Node.mu, publisher.mu, appQueue.mu and diskGuard.mu are
 // leaves; none is held while taking another, nor across disk or network IO.

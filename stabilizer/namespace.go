@@ -85,6 +85,14 @@ func (ns *Namespace) ScanSkip(start, end []byte, fn func(key, value []byte) (nex
 	return ns.n.store.AppScanSkip(ns.name, start, end, fn)
 }
 
+// ScanKeys is ScanSkip without the values: fn sees only the keys, and the
+// store never reads a value (pebble loads them lazily; large ones live
+// apart from the keys), so a walk over the keys of a namespace of large
+// values costs about what the keys do.
+func (ns *Namespace) ScanKeys(start, end []byte, fn func(key []byte) (next []byte, err error)) error {
+	return ns.n.store.AppScanKeys(ns.name, start, end, fn)
+}
+
 // Set sets key to value, durably once it returns nil.
 func (ns *Namespace) Set(ctx context.Context, key, value []byte) error {
 	b := ns.NewBatch()

@@ -125,7 +125,17 @@ func (n *Node) needs() []Position {
 	})
 	_ = n.do(n.ctx, func() {
 		for _, b := range n.core.Behind() {
-			add(b)
+			if n.transferOf(b.Stream.Name) != nil {
+				add(b)
+				continue
+			}
+			// Nothing can bring back what every holder dropped: go on
+			// after it rather than stop the stream for good.
+			n.log.Warn("entries this site lacks were dropped by every holder, and the stream's application has no state transfer: skipping them",
+				"stream", b.Stream, "up_to", b.Seq)
+			if err := n.core.SkipBehind(b.Stream); err != nil {
+				n.log.Warn("skip behind", "stream", b.Stream, "error", err)
+			}
 		}
 		if n.core.Joining() {
 			return

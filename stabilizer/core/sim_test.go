@@ -443,15 +443,6 @@ func (s *sim) start(site *simSite) {
 	c.Tick(s.phys(site))
 }
 
-func hasClaim(cl []uint64, site, n int) bool {
-	for i := site; i < len(cl); i += n {
-		if cl[i] > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 func (s *sim) noteDef(site *simSite, name string, version uint64, src string) {
 	if site.defs[name] == nil {
 		site.defs[name] = map[uint64]string{}

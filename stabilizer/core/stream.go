@@ -27,9 +27,10 @@ type stream struct {
 	// floor is the highest seq dropped from the log (Truncate,
 	// InstallSnapshot); floorHLC its time. behind is an origin's floor
 	// above head: entries only a snapshot can replace.
-	floor    uint64
-	floorHLC HLC
-	behind   uint64
+	floor     uint64
+	floorHLC  HLC
+	behind    uint64
+	behindHLC HLC
 	// void is an own stream's last abandoned range (abandonLost): seqs
 	// that name no message, which peers skip without a snapshot.
 	void VoidRange

@@ -284,6 +284,21 @@ func (c *Core) SkipLost(id StreamID) error {
 	return nil
 }
 
+// SkipBehind gives up the entries of stream id that this site lacks and
+// its holders dropped, for an application that cannot take a snapshot of
+// its state: the stream skips to the floor it was told of, and delivery
+// goes on after it. The application never sees what was skipped.
+func (c *Core) SkipBehind(id StreamID) error {
+	s, ok := c.streams[id]
+	if !ok {
+		return fmt.Errorf("core: skip behind %s: %w", id, ErrUnknownStream)
+	}
+	if s.behind > s.head {
+		c.install(s, Position{Stream: id, Seq: s.behind, HLC: s.behindHLC})
+	}
+	return nil
+}
+
 // checkJoined ends joining once every peer's row was heard.
 func (c *Core) checkJoined() {
 	if !c.joining {
@@ -368,7 +383,7 @@ func (c *Core) stepTruncated(p *peer, m Message) error {
 			continue
 		}
 		if q.Seq > s.behind {
-			s.behind = q.Seq
+			s.behind, s.behindHLC = q.Seq, q.HLC
 			c.behind = append(c.behind, Position{Stream: s.id, Seq: q.Seq, HLC: q.HLC})
 		}
 	}

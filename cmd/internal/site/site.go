@@ -134,8 +134,11 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 		closers = append(closers, func() { c.Close() })
 		readers[p.Name] = kv.PeerReader(c.KV)
 	}
+	ret := cfg.KV.Retention
 	s.store, err = kv.New(kv.Config{Node: node, DefaultWait: cfg.KV.DefaultWait, DefaultTimeout: cfg.KV.DefaultTimeout,
-		MaxKeyBytes: cfg.KV.MaxKeyBytes, MaxValueBytes: cfg.KV.MaxValueBytes, Peers: readers, Logger: log.Named("kv")})
+		MaxKeyBytes: cfg.KV.MaxKeyBytes, MaxValueBytes: cfg.KV.MaxValueBytes, Peers: readers, Logger: log.Named("kv"),
+		Registerer: s.reg, Retention: kv.Retention{LogLag: ret.LogLag, MaxLagTime: ret.MaxLagTime,
+			KeepVersions: ret.KeepVersions, KeepAge: ret.KeepAge}})
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +158,11 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 		return nil, err
 	}
 	if err := node.Start(); err != nil {
+		return nil, err
+	}
+	// Before the node closes: its truncation and pruning use the node.
+	closers = append(closers, func() { s.store.Close() })
+	if err := s.store.Start(); err != nil {
 		return nil, err
 	}
 	// Before the node closes: it stores the durable positions.
@@ -294,6 +302,7 @@ func (s *Site) Shutdown(ctx context.Context) error {
 	if s.linear != nil {
 		errs = append(errs, s.linear.Node.Close())
 	}
+	errs = append(errs, s.store.Close())
 	errs = append(errs, s.node.Close())
 	return errors.Join(errs...)
 }

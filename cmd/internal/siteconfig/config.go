@@ -94,6 +94,30 @@ type KV struct {
 	// MaxKeyBytes defaults to 4096, MaxValueBytes to 1 MiB.
 	MaxKeyBytes   int `yaml:"max_key_bytes,omitempty"`
 	MaxValueBytes int `yaml:"max_value_bytes,omitempty"`
+	// Retention bounds what the site keeps on disk of the kv log and of
+	// each key's history.
+	Retention Retention `yaml:"retention,omitempty"`
+}
+
+// Retention is what a site keeps of the kv log and of each key's older
+// versions (kv.Retention); zero fields take the defaults.
+type Retention struct {
+	// LogLag is how many entries of each origin's kv stream the site keeps
+	// in its log behind what every site applied. Default 0: the state, not
+	// the log, serves reads.
+	LogLag int `yaml:"log_lag,omitempty"`
+	// MaxLagTime is how long a peer may be disconnected before the log is
+	// truncated past what it applied (it then catches up by state
+	// transfer). Default 1h; a negative duration (-1s): never, the log
+	// grows while a peer is down.
+	MaxLagTime time.Duration `yaml:"max_lag_time,omitempty"`
+	// KeepVersions is how many versions of each key are kept, counting from
+	// the newest, besides those that every site has not applied yet and
+	// the newest that they all have. Default 1.
+	KeepVersions int `yaml:"keep_versions,omitempty"`
+	// KeepAge keeps each key's versions younger than it too, for snapshot
+	// reads of the past. Default 0.
+	KeepAge time.Duration `yaml:"keep_age,omitempty"`
 }
 
 // Files configures file sharing at a site; zero fields take the package's
@@ -304,6 +328,15 @@ func (c *Config) Validate() error {
 	}
 	if c.KV.MaxKeyBytes < 0 || c.KV.MaxValueBytes < 0 {
 		bad("kv", "max_key_bytes %d and max_value_bytes %d must be positive", c.KV.MaxKeyBytes, c.KV.MaxValueBytes)
+	}
+	if r := c.KV.Retention; r.LogLag < 0 {
+		bad("kv.retention.log_lag", "%d is negative", r.LogLag)
+	}
+	if r := c.KV.Retention; r.KeepVersions < 0 {
+		bad("kv.retention.keep_versions", "%d is negative (0 or unset keeps 1)", r.KeepVersions)
+	}
+	if r := c.KV.Retention; r.KeepAge < 0 {
+		bad("kv.retention.keep_age", "%v is negative", r.KeepAge)
 	}
 	if !c.Insecure && (c.TLS.Cert == "" || c.TLS.Key == "" || c.TLS.CA == "") {
 		bad("tls", "cert, key and ca are required unless insecure: true is set (plaintext, for local use only)")

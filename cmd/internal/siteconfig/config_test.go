@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateReportsEveryField(t *testing.T) {
@@ -116,5 +117,29 @@ func TestGenerate(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "us-east-1.yaml")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestKVRetention(t *testing.T) {
+	const base = `
+site: a
+sites: [{name: a}, {name: b, data: "h:1", control: "h:2", client: "h:3"}]
+listen: {data: "h:1", control: "h:2", client: "h:3", http: "h:4"}
+data_dir: d
+insecure: true
+`
+	c, err := Parse([]byte(base + "kv: {retention: {log_lag: 100, max_lag_time: -1s, keep_versions: 3, keep_age: 10m}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.KV.Retention; r != (Retention{LogLag: 100, MaxLagTime: -time.Second, KeepVersions: 3, KeepAge: 10 * time.Minute}) {
+		t.Errorf("parsed %+v", r)
+	}
+	_, err = Parse([]byte(base + "kv: {retention: {log_lag: -1, keep_versions: -2, keep_age: -1m}}\n"))
+	for _, want := range []string{"kv.retention.log_lag: -1 is negative", "kv.retention.keep_versions: -2 is negative",
+		"kv.retention.keep_age: -1m0s is negative"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
 	}
 }
