@@ -84,6 +84,20 @@ soak-short:
 	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
 	bin/wanbench soak --short --topology ec2-3 --out $(SOAK_OUT)-short
 
+# Issue 18's restore of a wiped site: three sites on the ec2-3 emulated WAN
+# (links at 25MB/s) load 1 GiB of KV state (48 KiB checkpoint manifests
+# from every site); once every site applied it and truncated its kv logs,
+# ap-northeast-1 is killed, its data deleted and started again while 50
+# writes/s go on at the others: time until it serves stable reads, against
+# 1 GiB / 25MB/s. About 10 minutes and 10 GB of disk writes under
+# WIPE_OUT/work (removed at the end). Results in WIPE_OUT (report.md,
+# results.json, wipe-transfer.png).
+WIPE_OUT ?= bin/bench-wipe
+bench-wipe:
+	$(GO) build -o bin/ ./cmd/...
+	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
+	bin/wanbench wipe --topology ec2-3 --out $(WIPE_OUT)
+
 # Syncthing v1.30.0, the file bench's peer, from its own module (about 1.5
 # minutes cold).
 bin/syncthing: test/peers/syncthing/go.mod

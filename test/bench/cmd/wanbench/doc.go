@@ -17,7 +17,9 @@
 // `wanbench soak` is issue 18's bounded-disk soak: an overwrite workload
 // of job records from every site for 30 minutes (2 with --short), the
 // bytes under each site's data directory sampled beside the live data
-// size, against 3 × live.
+// size, against 3 × live. `wanbench wipe` is its restore: a site with
+// 1 GiB of KV state at its peers is wiped and started again; the time
+// until it serves stable reads, against 1 GiB over a link's bandwidth.
 //
 // It lives in the Go module test/bench, apart from the library, so that the
 // root go.mod requires no peer's server (etcd, NATS) and no plotting
@@ -39,6 +41,7 @@
 //	bin/wanbench pubsub --topology ec2-3 --out /tmp/pubsub   # about 5 minutes with ours not wired; needs root for NATS's WAN rows
 //	bin/wanbench pubsub --out /tmp/pubsub --publishes 10 --degrade-window 5s --tput-duration 2s --stall 10s --stall-before 3s --stall-after 3s
 //	bin/wanbench soak --out /tmp/soak   # 31 minutes; --short: 2.5 minutes
+//	bin/wanbench wipe --state 256MiB --out /tmp/wipe
 //
 // # How it runs the systems
 //
@@ -68,8 +71,9 @@
 // report; rss.go samples the processes' memory. sites.go starts our sites
 // behind in-process emulated links (the file bench, the soak); the soak:
 // soak.go runs it, soak_results.go holds its rows and targets,
-// soak_report.go writes its report; retention.go reads the sites'
-// status.json and their disk use.
+// soak_report.go writes its report; the wipe: wipe.go runs it,
+// wipe_results.go holds its rows, target and report; retention.go reads
+// the sites' status.json and their disk use.
 //
 // NATS on the WAN runs like etcd: each server in its own network namespace,
 // its routes through a wan.Demux per server (pubsub_nats.go says why).

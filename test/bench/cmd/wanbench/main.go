@@ -96,12 +96,12 @@ Writes DIR/results.json, DIR/latencies.json, DIR/report.md and PNG plots.`,
 	kvCmd.Flags().StringVar(&skip, "skip", "", "parts to leave out: wan, etcd, lin, nats, throughput (comma-separated)")
 	kvCmd.Flags().BoolVar(&o.keepWork, "keep-work", false, "keep the clusters' data and logs in DIR/work")
 
-	root.AddCommand(newPubSubCmd(), newFilesCmd(), newSoakCmd())
+	root.AddCommand(newPubSubCmd(), newFilesCmd(), newSoakCmd(), newWipeCmd())
 
 	var reportDir string
 	reportCmd := &cobra.Command{
 		Use:   "report --out DIR",
-		Short: "Rewrite DIR/report.md and the plots from DIR/results.json and DIR/latencies.json (of wanbench kv, pubsub, files or soak)",
+		Short: "Rewrite DIR/report.md and the plots from DIR/results.json and DIR/latencies.json (of wanbench kv, pubsub, files, soak or wipe)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if reportDir == "" {
@@ -110,6 +110,13 @@ Writes DIR/results.json, DIR/latencies.json, DIR/report.md and PNG plots.`,
 			kind, err := benchKind(reportDir)
 			if err != nil {
 				return err
+			}
+			if kind == wipeBenchName {
+				res, err := loadWipeResults(reportDir)
+				if err != nil {
+					return err
+				}
+				return writeWipeOutputs(reportDir, res)
 			}
 			if kind == soakBenchName {
 				res, err := loadSoakResults(reportDir)

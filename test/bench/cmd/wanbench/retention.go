@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"path/filepath"
@@ -60,6 +61,19 @@ func (s *siteStatus) kvStreams() []retentionRow {
 
 // readStatus gets http://addr/status.json.
 func readStatus(ctx context.Context, addr string) (*siteStatus, error) {
+	b, err := fetchStatus(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	var st siteStatus
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%s/status.json: %w", addr, err)
+	}
+	return &st, nil
+}
+
+// fetchStatus gets the body of http://addr/status.json.
+func fetchStatus(ctx context.Context, addr string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status.json", nil)
@@ -71,14 +85,14 @@ func readStatus(ctx context.Context, addr string) (*siteStatus, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s/status.json: %s", addr, resp.Status)
+		return nil, fmt.Errorf("%s/status.json: %s: %s", addr, resp.Status, strings.TrimSpace(string(b)))
 	}
-	var st siteStatus
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, fmt.Errorf("%s/status.json: %w", addr, err)
-	}
-	return &st, nil
+	return b, nil
 }
 
 // parseBytesText reads back what stabilizer.FormatBytes prints: "512 B",
@@ -102,9 +116,11 @@ func parseBytesText(s string) (int64, error) {
 
 // dirUsage is what the files under some directories take: Apparent is
 // the sum of their sizes (ls -l, du --apparent-size), Allocated the
-// blocks the filesystem gave them (st_blocks × 512, as du counts).
+// blocks the filesystem gave them (st_blocks × 512, as du counts), WAL
+// the blocks of pebble's write-ahead logs (*.log) among them.
 type dirUsage struct {
 	Apparent, Allocated int64
+	WAL                 int64
 	Files               int
 }
 
@@ -134,15 +150,18 @@ func diskUsage(dirs ...string) (dirUsage, error) {
 				}
 				return err
 			}
+			alloc := info.Size()
 			if st, ok := info.Sys().(*syscall.Stat_t); ok {
 				id := [2]uint64{uint64(st.Dev), st.Ino}
 				if seen[id] {
 					return nil
 				}
 				seen[id] = true
-				u.Allocated += st.Blocks * 512
-			} else {
-				u.Allocated += info.Size()
+				alloc = st.Blocks * 512
+			}
+			u.Allocated += alloc
+			if strings.HasSuffix(e.Name(), ".log") {
+				u.WAL += alloc
 			}
 			u.Apparent += info.Size()
 			u.Files++

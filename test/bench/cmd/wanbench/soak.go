@@ -448,7 +448,7 @@ func (g *jobGen) next() (string, []byte) {
 func sampleSite(ctx context.Context, c *siteCluster, s fsSite) *soakSiteSample {
 	out := &soakSiteSample{}
 	u, err := diskUsage(c.dataDirs(s.Site)...)
-	out.Allocated, out.Apparent = u.Allocated, u.Apparent
+	out.Allocated, out.Apparent, out.WAL = u.Allocated, u.Apparent, u.WAL
 	if err != nil {
 		out.Error = err.Error()
 	}

@@ -84,7 +84,7 @@ func soakReport(res *soakResults, plots []string) string {
 		res.RateTarget, res.RateTarget/float64(max(1, len(res.Sites))), res.Predicate, soakTimeout, res.Workers, res.WriteS, res.DurationS, res.SettleS, res.SampleS)
 	w("- **Live data** = the sum of key and value bytes of every key's winning write: the one with the highest HLC in its write's answer, between equal HLCs the greater origin name (last writer wins, as the KV decides). Writes whose wait failed but which were made count; a write without an answer cannot (the checks say how many). " +
 		"After the settle every site's `Scan` of `jobs/` is compared with it.\n")
-	w("- **Disk** = the blocks allocated to the files under the site's data directory and its `.snapshots` sibling (`st_blocks` × 512, as `du` counts; hard links once), walked at every sample. Apparent size (the files' lengths) is given beside it, and the site's own estimate (status.json `DiskTotal`: pebble's count of its tables, blob files and logs).\n")
+	w("- **Disk** = the blocks allocated to the files under the site's data directory and its `.snapshots` sibling (`st_blocks` × 512, as `du` counts; hard links once), walked at every sample. Beside it: the part of it in pebble's write-ahead logs (`*.log` files, which pebble preallocates to 110%% of its memtable size and keeps for reuse), the apparent size (the files' lengths), and the site's own estimate (status.json `DiskTotal`: pebble's count of its tables, blob files and logs).\n")
 	w("- kv log floors: status.json `Retention`, per kv stream (one per origin) at every site: its head and the seq its log was truncated up to.\n")
 	for _, n := range res.Notes {
 		w("- %s\n", n)
@@ -113,9 +113,9 @@ func soakReport(res *soakResults, plots []string) string {
 	if end == nil || we == nil {
 		w("Not measured.\n")
 	} else {
-		w("At the end of the writes (%.0f s; live %s) and of the settle (%.0f s; live %s). Growth is over the last third of the writes (%.0f s to %.0f s), live data over the same span: %s.\n\n",
+		w("At the end of the writes (%.0f s; live %s) and of the settle (%.0f s; live %s; the columns from *of which WAL* on are at the settle's end). Growth is over the last third of the writes (%.0f s to %.0f s), live data over the same span: %s.\n\n",
 			we.T, mib(we.Live), end.T, mib(end.Live), res.WriteS*2/3, res.WriteS, liveGrowth(third))
-		w("| site | disk, writes' end | disk, settle's end | apparent, settle's end | site's estimate, settle's end | disk / live, settle's end | max disk / live, last third | growth, last third |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		w("| site | disk, writes' end | disk, settle's end | of which WAL (`*.log`) | apparent | site's estimate | disk / live | disk without the WAL / live | max disk / live, last third | growth, last third |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, s := range res.Sites {
 			a, z := we.Sites[s], end.Sites[s]
 			if a == nil || z == nil {
@@ -131,7 +131,8 @@ func soakReport(res *soakResults, plots []string) string {
 			if gok {
 				gs = mib(g)
 			}
-			w("| %s | %s | %s | %s | %s | **%.2f×** | %s | %s |\n", s, mib(a.Allocated), mib(z.Allocated), mib(z.Apparent), mib(z.Estimate), ratioOf(z.Allocated, end.Live), mxs, gs)
+			w("| %s | %s | %s | %s | %s | %s | **%.2f×** | %.2f× | %s | %s |\n", s, mib(a.Allocated), mib(z.Allocated), mib(z.WAL), mib(z.Apparent), mib(z.Estimate),
+				ratioOf(z.Allocated, end.Live), ratioOf(z.Allocated-z.WAL, end.Live), mxs, gs)
 		}
 		var errs []string
 		for _, sm := range res.Samples {

@@ -137,12 +137,14 @@ type soakSample struct {
 	Sites map[string]*soakSiteSample `json:"sites"`
 }
 
-// soakSiteSample is what a site took at a sample: Allocated and Apparent
-// over its data directories (diskUsage), Estimate its own (status.json
-// DiskTotal), its kv streams' floors and the kv log entries it kept.
+// soakSiteSample is what a site took at a sample: Allocated, Apparent
+// and WAL over its data directories (diskUsage), Estimate its own
+// (status.json DiskTotal), its kv streams' floors and the kv log entries
+// it kept.
 type soakSiteSample struct {
 	Allocated  int64         `json:"allocated_bytes"`
 	Apparent   int64         `json:"apparent_bytes"`
+	WAL        int64         `json:"wal_bytes"`
 	Estimate   int64         `json:"estimate_bytes,omitempty"`
 	LogEntries uint64        `json:"kv_log_entries"`
 	Floors     []streamFloor `json:"floors,omitempty"`
