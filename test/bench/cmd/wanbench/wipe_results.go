@@ -506,6 +506,30 @@ func drawWipe(path string, res *wipeResults) (bool, error) {
 		p.Add(l)
 		p.Legend.Add(name, l)
 	}
+	// All streams together: those listed now, and the totals of those
+	// listed before and gone since (done).
+	var all plotter.XYs
+	last := map[string]uint64{}
+	var done uint64
+	for _, pt := range res.Progress {
+		for name, total := range last {
+			if _, ok := pt.Streams[name]; !ok {
+				done += total
+				delete(last, name)
+			}
+		}
+		sum := done
+		for name, s := range pt.Streams {
+			sum += s.Bytes
+			last[name] = s.Total
+		}
+		all = append(all, plotter.XY{X: pt.T, Y: float64(sum) / (1 << 20)})
+	}
+	if l, err := plotter.NewLine(all); err == nil {
+		l.Color, l.Width = color.RGBA{0, 0, 0, 255}, vg.Points(1.8)
+		p.Add(l)
+		p.Legend.Add("all streams", l)
+	}
 	state := float64(res.LoadedBytes) / (1 << 20)
 	ideal, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: res.BoundS, Y: state}})
 	if err != nil {
