@@ -25,6 +25,7 @@ type statusView struct {
 	Preds     []predView
 	Topics    []topicView
 	Shares    []fileshare.ShareStatus
+	Chunks    fileshare.GCStats // the chunk collector's last pass
 	// Retention: per stream what this site keeps of its log; Usage, the
 	// store's disk use per application; Transfers, state transfers in
 	// progress.
@@ -114,6 +115,7 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 	if shares, err := s.files.Status(ctx); err == nil {
 		v.Shares = shares
 	}
+	v.Chunks = s.files.GCStatus()
 	slices.SortFunc(v.Streams, func(a, b streamView) int {
 		if a.Stream != b.Stream {
 			if a.Stream < b.Stream {
@@ -252,5 +254,6 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 {{if .Shares}}<table><tr><th class=l>share</th><th class=l>visibility</th><th>files shown</th><th>versions here</th><th>pending stability</th><th>conflicts</th></tr>
 {{range .Shares}}<tr><td class=l>{{.Name}}</td><td class=l><code>{{.Visibility}}</code></td><td>{{.Paths}}</td><td>{{.Versions}}</td><td class="{{if .Pending}}behind{{end}}">{{.Pending}}</td><td class="{{if .Conflicts}}behind{{end}}">{{.Conflicts}}</td></tr>{{end}}
 </table>{{else}}<p>No shares yet.</p>{{end}}
+<p>File chunks: {{.Chunks}}</p>
 </body></html>
 `))
