@@ -46,6 +46,7 @@ const (
 	DefaultPositionInterval = 20 * time.Millisecond
 	DefaultAudienceEvery    = time.Second
 	DefaultTopicRescan      = 2 * time.Second
+	DefaultTruncateEvery    = 5 * time.Second
 )
 
 // Config configures a Broker.
@@ -74,6 +75,13 @@ type Config struct {
 	// TopicRescan is how often the topic definitions are read again in
 	// full, beside the watch that follows them. Default 2s.
 	TopicRescan time.Duration
+	// TruncateEvery is how often the site truncates the log of every
+	// origin's pub/sub stream up to what every site applied (the broker
+	// keeps the messages in its namespace). Default 5s.
+	TruncateEvery time.Duration
+	// TruncateLag keeps this many entries of each pub/sub stream in the
+	// log beyond what every site applied. Default 0.
+	TruncateLag uint64
 	// Logger; default none.
 	Logger hclog.Logger
 	// Registerer for metrics; default none.
@@ -100,7 +108,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	for name, d := range map[string]time.Duration{"DefaultTimeout": c.DefaultTimeout, "DuplicateWindow": c.DuplicateWindow,
-		"PositionInterval": c.PositionInterval, "AudienceEvery": c.AudienceEvery, "TopicRescan": c.TopicRescan} {
+		"PositionInterval": c.PositionInterval, "AudienceEvery": c.AudienceEvery, "TopicRescan": c.TopicRescan,
+		"TruncateEvery": c.TruncateEvery} {
 		if d < 0 {
 			bad("%s: %v is negative", name, d)
 		}
@@ -122,6 +131,7 @@ func (c *Config) setDefaults() {
 	def(&c.PositionInterval, DefaultPositionInterval)
 	def(&c.AudienceEvery, DefaultAudienceEvery)
 	def(&c.TopicRescan, DefaultTopicRescan)
+	def(&c.TruncateEvery, DefaultTruncateEvery)
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
@@ -143,6 +153,10 @@ type Broker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// truncateReq asks the truncation loop for a pass at once; it answers
+	// on the channel it is sent.
+	truncateReq chan chan error
 
 	mu struct {
 		sync.Mutex
@@ -186,7 +200,7 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: %w", err)
 	}
-	b := &Broker{cfg: cfg, node: cfg.Node, kv: cfg.KV, log: cfg.Logger}
+	b := &Broker{cfg: cfg, node: cfg.Node, kv: cfg.KV, log: cfg.Logger, truncateReq: make(chan chan error)}
 	b.store = newStore(ns)
 	b.metrics = newMetrics(cfg.Registerer, cfg.Node.Site())
 	b.mu.topics = map[string]*topicState{}
@@ -222,6 +236,7 @@ func (b *Broker) Start() error {
 	b.aud.start(b.ctx)
 	b.goBackground(b.watchFrontiers)
 	b.goBackground(b.writePositions)
+	b.goBackground(b.truncateLoop)
 	return nil
 }
 

@@ -19,6 +19,7 @@ type metrics struct {
 	live           *prometheus.GaugeVec
 	lag            *prometheus.HistogramVec
 	duplicates     prometheus.Counter
+	truncated      *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer, site string) *metrics {
@@ -42,10 +43,12 @@ func newMetrics(reg prometheus.Registerer, site string) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"topic"}),
 		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "pubsub_duplicates_dropped_total",
 			Help: "Retried publishes whose message id this site had already stored, not stored again."}),
+		truncated: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsub_stream_truncated_seq",
+			Help: "The seq up to which this site truncated the log of an origin's pub/sub stream (every site applied it)."}, []string{"origin"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.publishedMsgs, m.publishedBytes, m.receivedMsgs, m.delivered, m.acked, m.redelivered,
-			m.deadLettered, m.unacked, m.live, m.lag, m.duplicates)
+			m.deadLettered, m.unacked, m.live, m.lag, m.duplicates, m.truncated)
 	}
 	return m
 }
