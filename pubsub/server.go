@@ -274,9 +274,13 @@ func (s *Server) Subscribe(stream pubsubpb.PubSub_SubscribeServer) error {
 		<-closed
 		cancel()
 	}()
+	var failed error // why the subscription stopped, to tell the client
 	for {
 		ds, err := c.Next(dctx)
 		if err != nil {
+			if errors.Is(err, ErrTruncated) {
+				failed = err
+			}
 			break
 		}
 		out := &pubsubpb.Deliveries{Deliveries: make([]*pubsubpb.Delivery, len(ds))}
@@ -297,7 +301,7 @@ func (s *Server) Subscribe(stream pubsubpb.PubSub_SubscribeServer) error {
 	sendMu.Lock()
 	finished = true
 	sendMu.Unlock()
-	return nil
+	return toStatus(failed)
 }
 
 func (s *Server) acks(c *Consumer, as *pubsubpb.Acks) []*pubsubpb.AckError {
@@ -360,6 +364,8 @@ func toStatus(err error) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, ErrTooLarge):
 		code = codes.ResourceExhausted
+	case errors.Is(err, ErrTruncated):
+		code = codes.OutOfRange
 	case errors.Is(err, ErrBadTopic), errors.Is(err, ErrBadPredicate), errors.Is(err, ErrRetention),
 		errors.Is(err, ErrBadSubscription), errors.Is(err, stabilizer.ErrUnknownPredicate), errors.As(err, &fe):
 		code = codes.InvalidArgument

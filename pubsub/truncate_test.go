@@ -13,11 +13,11 @@ import (
 
 // The pub/sub streams' logs are truncated at every site once every site
 // applied them; subscribers still read every message (from the broker's
-// namespace), and a restarted site goes on.
+// namespace), and a restarted site keeps its floors and goes on.
 func TestStreamTruncation(t *testing.T) {
-	c := newCluster(t, func(_ string, cfg *Config) { cfg.TruncateEvery = time.Hour }, sites3...)
+	c := newCluster(t, byHand, sites3...)
 	ctx := ctxT(t)
-	c.createTopic(t, us, Topic{Name: "jobs.events"})
+	c.createTopic(t, us, Topic{Name: "jobs.events", Retention: Retention{MaxMessages: 25}})
 	last := map[string]uint64{}
 	for _, s := range sites3 {
 		acks := publishN(t, c.broker(s), "jobs.events", 10, s)
@@ -56,13 +56,18 @@ func TestStreamTruncation(t *testing.T) {
 			t.Fatalf("at %s: pubsub_stream_truncated_seq{origin=%s} %v, want %d", s, us, got, last[us])
 		}
 	}
-	before := c.broker(eu).store.statsOf("jobs.events", us)
+	c.retainAt(t, eu) // 5 of the 30 go at eu
+	before := originOf(t, c.broker(eu), "jobs.events", us)
 	for _, s := range sites3 {
 		cn, err := c.broker(s).Subscribe(ctx, SubOptions{Topic: "jobs.events", Start: StartAll})
 		if err != nil {
 			t.Fatal(err)
 		}
-		receive(t, ctx, cn, 30, true)
+		n := 30
+		if s == eu {
+			n = 25
+		}
+		receive(t, ctx, cn, n, true)
 		none(t, cn, 20*time.Millisecond)
 		if err := cn.Close(ctx); err != nil {
 			t.Fatal(err)
@@ -71,7 +76,7 @@ func TestStreamTruncation(t *testing.T) {
 
 	c.Stop(eu)
 	c.Start(eu)
-	if after := c.broker(eu).store.statsOf("jobs.events", us); after != before {
+	if after := originOf(t, c.broker(eu), "jobs.events", us); after != before {
 		t.Fatalf("after a restart %s says %+v of %s, before %+v", eu, after, us, before)
 	}
 	if got := truncated(eu)[us]; got < last[us] {
