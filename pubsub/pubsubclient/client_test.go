@@ -103,7 +103,7 @@ func TestTopics(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := c.GetTopic(ctx, "orders")
-	if err != nil || len(got.Origins) != 1 || got.Origins[0] != (OriginStats{Origin: "us-east-1", Messages: 1, LastSeq: 1, DeliveryFrontier: 2}) {
+	if err != nil || len(got.Origins) != 1 || got.Origins[0] != (OriginStats{Origin: "us-east-1", Messages: 1, LastSeq: 1, DeliveryFrontier: 2, Bytes: 1, FirstSeq: 1}) {
 		t.Fatalf("get: %+v, %v", got, err)
 	}
 	if err := c.DeleteTopic(ctx, "orders"); err != nil {

@@ -158,8 +158,12 @@ func (c *Cluster) infoLocked(site string, t *topic) *pubsubpb.TopicInfo {
 		st := &pubsubpb.OriginStats{Origin: o}
 		for _, m := range c.mu.logs[o] {
 			if m.Topic == t.def.Name {
+				if st.Messages == 0 {
+					st.FirstSeq = m.Seq
+				}
 				st.Messages++
 				st.LastSeq = m.Seq
+				st.Bytes += uint64(len(m.Data))
 			}
 		}
 		if st.Messages > 0 {
