@@ -26,9 +26,17 @@ type statusView struct {
 
 type topicView struct {
 	Name, PublishAck, Delivery string
-	Stored                     uint64 // messages stored here, every origin
+	Retention                  string // the policy, then the limits set
+	Stored, StoredBytes        uint64 // stored here, every origin
+	Origins                    []topicOrigin
 	Audience                   []string
 	Subs                       []subView
+}
+
+// topicOrigin is where retention left an origin's messages of a topic here.
+type topicOrigin struct {
+	Origin              string
+	FirstSeq, Truncated uint64 // first retained (0: none), dropped up to
 }
 
 type subView struct {
@@ -44,6 +52,7 @@ type predView struct{ Name, Source string }
 type streamView struct {
 	Origin, Stream  string
 	Head, Persisted uint64
+	Truncated       uint64 // the log holds Truncated+1 on
 	Levels          []levelRow
 	Frontiers       []frontierView
 }
@@ -73,7 +82,7 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 	}
 	n := len(schema.Sites)
 	for _, st := range streams {
-		sv := streamView{Origin: st.Stream.Origin, Stream: st.Stream.Name, Head: st.Head, Persisted: st.Persisted}
+		sv := streamView{Origin: st.Stream.Origin, Stream: st.Stream.Name, Head: st.Head, Persisted: st.Persisted, Truncated: st.Truncated}
 		for l, level := range schema.LevelNames() {
 			sv.Levels = append(sv.Levels, levelRow{level, st.Acks[l*n : l*n+n]})
 		}
@@ -105,12 +114,14 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 func (s *Site) topicsView(ctx context.Context) []topicView {
 	var out []topicView
 	for _, t := range s.broker.Topics(ctx) {
-		tv := topicView{Name: t.Name, PublishAck: t.PublishAck, Delivery: t.Delivery, Audience: t.Audience}
+		tv := topicView{Name: t.Name, PublishAck: t.PublishAck, Delivery: t.Delivery, Retention: t.Retention.String(), Audience: t.Audience}
 		if tv.Delivery == "" {
 			tv.Delivery = "persisted here"
 		}
 		for _, o := range t.Origins {
 			tv.Stored += o.Messages
+			tv.StoredBytes += o.Bytes
+			tv.Origins = append(tv.Origins, topicOrigin{o.Origin, o.FirstSeq, o.Truncated})
 		}
 		for _, sub := range t.Subscriptions {
 			name := sub.Name
@@ -173,7 +184,7 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 </table>
 <h2>Streams</h2>
 {{range .Streams}}
-<h3>{{.Origin}}/{{.Stream}} — head {{.Head}}, persisted here {{.Persisted}}</h3>
+<h3>{{.Origin}}/{{.Stream}} — head {{.Head}}, persisted here {{.Persisted}}{{if .Truncated}}, log truncated to {{.Truncated}}{{end}}</h3>
 <table><tr><th class=l>level</th>{{range $.Sites}}<th>{{.}}</th>{{end}}</tr>
 {{range .Levels}}<tr><td class=l>{{.Level}}</td>{{range .Seqs}}<td>{{.}}</td>{{end}}</tr>{{end}}
 </table>
@@ -183,8 +194,9 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 {{else}}<p>No streams yet.</p>{{end}}
 <h2>Topics</h2>
 {{range .Topics}}
-<h3>{{.Name}} — {{.Stored}} messages stored here</h3>
-<p>publish-ack <code>{{.PublishAck}}</code>, delivery <code>{{.Delivery}}</code>{{if .Audience}}, audience {{range .Audience}}{{.}} {{end}}{{end}}</p>
+<h3>{{.Name}} — {{.Stored}} messages stored here ({{.StoredBytes}} bytes)</h3>
+<p>publish-ack <code>{{.PublishAck}}</code>, delivery <code>{{.Delivery}}</code>, retention <code>{{.Retention}}</code>{{if .Audience}}, audience {{range .Audience}}{{.}} {{end}}{{end}}</p>
+{{if .Origins}}<p>first retained seq: {{range .Origins}}{{.Origin}} {{if .FirstSeq}}{{.FirstSeq}}{{else}}none{{end}}{{if .Truncated}} (dropped to {{.Truncated}}){{end}}; {{end}}</p>{{end}}
 <table><tr><th class=l>subscription</th><th class=l>site</th><th>consumers</th><th>unacked</th><th>delivered</th><th>redelivered</th><th>dead-lettered</th></tr>
 {{range .Subs}}<tr><td class=l>{{.Name}}</td><td class=l>{{.Site}}</td><td>{{.Consumers}}</td><td class="{{if .Unacked}}behind{{end}}">{{.Unacked}}</td><td>{{.Delivered}}</td><td>{{.Redelivered}}</td><td>{{.DeadLetter}}</td></tr>
 {{else}}<tr><td class=l colspan=7>no subscriptions</td></tr>{{end}}
