@@ -78,6 +78,8 @@ func TestRetentionMaxMessages(t *testing.T) {
 	ctx := ctxT(t)
 	c.createTopic(t, us, Topic{Name: "jobs.events", Retention: Retention{MaxMessages: 4}})
 	fromUS := publishN(t, c.broker(us), "jobs.events", 3, "us")
+	// eu's clock has seen us's messages: its own get later HLCs.
+	c.waitStored(t, "jobs.events", us, fromUS[2].Seq, eu)
 	fromEU := publishN(t, c.broker(eu), "jobs.events", 3, "eu")
 	c.waitStored(t, "jobs.events", us, fromUS[2].Seq, sites3...)
 	c.waitStored(t, "jobs.events", eu, fromEU[2].Seq, sites3...)
@@ -496,5 +498,45 @@ func TestLiveSubscriptionOvertaken(t *testing.T) {
 	}
 	if err := first.Ack(AckRequest{Origin: f0.Msg.Origin, Seq: f0.Msg.Seq, Attempt: f0.Attempt}); err == nil {
 		t.Fatal("ack of the dropped ev-0 succeeded")
+	}
+}
+
+// A subscription that asked for no seq in particular is not failed when
+// retention drops messages before it read any: it begins at what is
+// retained. One that named a seq is. Here the delivery predicate holds
+// the messages back until retention dropped the oldest.
+func TestStartAtRetainedIsNoGap(t *testing.T) {
+	c := newCluster(t, byHand, sites3...)
+	ctx := ctxT(t)
+	c.createTopic(t, us, Topic{Name: "ckpt.done", Delivery: "all", Retention: Retention{MaxMessages: 2}})
+	b := c.broker(us)
+	all, err := b.Subscribe(ctx, SubOptions{Topic: "ckpt.done", Start: StartAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := b.Subscribe(ctx, SubOptions{Topic: "ckpt.done", Start: StartNew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Isolate(ap, true)
+	acks := make([]PubAck, 5)
+	for i := range acks {
+		if acks[i], err = b.Publish(ctx, Message{Topic: "ckpt.done", Data: fmt.Appendf(nil, "ev-%d", i)}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	named, err := b.Subscribe(ctx, SubOptions{Topic: "ckpt.done", Start: StartSeq, Seqs: map[string]uint64{us: acks[0].Seq}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitStored(t, "ckpt.done", us, acks[4].Seq, us)
+	none(t, all, 50*time.Millisecond) // held back by the delivery predicate
+	c.retainAt(t, us)
+	c.Isolate(ap, false)
+	for _, cn := range []*Consumer{all, fresh} {
+		sameStrings(t, "begins at what is retained", data(receive(t, ctx, cn, 2, true)), "ev-3", "ev-4")
+	}
+	if _, err := named.Next(ctx); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("a start at a dropped seq, overtaken before it read: %v", err)
 	}
 }

@@ -68,8 +68,9 @@ type SubOptions struct {
 	MaxInFlight int
 	// OnTruncated: what to do when retention dropped what the
 	// subscription reads next. Default OnTruncatedError. A start that
-	// names no seq (all, new, last, a time) starts at what is retained
-	// and never fails so.
+	// names no seq (all, new, last, a time; an origin a start at seqs does
+	// not name) begins at what is retained, also when retention drops
+	// more before it read a message of the origin: that is no gap.
 	OnTruncated TruncatedPolicy
 }
 
@@ -109,6 +110,7 @@ type subscription struct {
 	key     subKey
 	durable bool
 	opts    SubOptions
+	resumed bool              // set by init: a durable one resumed from its stored position
 	skipped map[string]uint64 // set by init: the origins it started past dropped messages
 	wake    chan struct{}
 	done    chan struct{} // the pump ended
@@ -120,6 +122,7 @@ type subscription struct {
 		consumers map[consumer.ConsumerID]*Consumer
 		nextID    consumer.ConsumerID
 		cursors   map[string]uint64
+		read      map[string]bool                      // origins it offered (or passed) a message of
 		bodies    map[consumer.MsgID]*pubsubpb.Message // offered, not yet delivered
 		bodyBytes int                                  // their sizes, bounded by maxBodyBytes
 		// tail holds, per origin, messages the applier handed over as it
@@ -300,6 +303,7 @@ func (b *Broker) findSub(o SubOptions) (*subscription, bool, error) {
 		done: make(chan struct{}), stored: make(chan struct{})}
 	s.mu.consumers = map[consumer.ConsumerID]*Consumer{}
 	s.mu.cursors = map[string]uint64{}
+	s.mu.read = map[string]bool{}
 	s.mu.bodies = map[consumer.MsgID]*pubsubpb.Message{}
 	s.mu.tail = map[string][]stored{}
 	b.mu.subs[key] = s
@@ -353,7 +357,8 @@ func (s *subscription) init(ctx context.Context) error {
 		}
 	}
 	st := consumer.New(cfg, pos)
-	if err := s.startRetained(st, pos, found); err != nil {
+	s.resumed = found
+	if err := s.startRetained(st, pos); err != nil {
 		return err
 	}
 	if s.durable {
@@ -383,14 +388,16 @@ func (s *subscription) init(ctx context.Context) error {
 // position that asked for dropped messages (a resumed durable one, or a
 // start at a seq) fails with a *TruncatedError, unless OnTruncatedFirst;
 // every other start begins at what is retained.
-func (s *subscription) startRetained(st *consumer.State, pos consumer.Position, resumed bool) error {
+func (s *subscription) startRetained(st *consumer.State, pos consumer.Position) error {
 	s.skipped = map[string]uint64{}
 	for origin, ost := range s.b.store.stats(s.key.topic) {
 		f := ost.Floor.Seq
 		if f == 0 || pos[origin].Floor >= f {
 			continue
 		}
-		asked := resumed || s.opts.Start == StartSeq && s.opts.Seqs[origin] > 0
+		s.mu.Lock()
+		asked := !s.atRetainedLocked(origin)
+		s.mu.Unlock()
 		if asked && s.opts.OnTruncated != OnTruncatedFirst {
 			return s.truncatedError(origin, pos[origin].Floor, f)
 		}
@@ -402,6 +409,18 @@ func (s *subscription) startRetained(st *consumer.State, pos consumer.Position, 
 		s.skipped[origin] = f
 	}
 	return nil
+}
+
+// atRetainedLocked reports whether the subscription asked for no message
+// of origin in particular: it started at what is retained (all, new, last,
+// a time, or an origin a start at seqs does not name) and has read none
+// of origin's since. Retention dropping what it would have read first is
+// no gap then: it starts after, whatever OnTruncated says.
+func (s *subscription) atRetainedLocked(origin string) bool {
+	if s.resumed || s.mu.read[origin] {
+		return false
+	}
+	return s.opts.Start != StartSeq || s.opts.Seqs[origin] == 0
 }
 
 func (s *subscription) truncatedError(origin string, after, floor uint64) error {
@@ -742,7 +761,10 @@ func (s *subscription) fillOrigin(origin string, upTo uint64) {
 // holds only messages above floor): it moves past them, or fails the
 // subscription, as OnTruncated says; true when the pump goes on.
 func (s *subscription) overtaken(origin string, after, floor uint64) bool {
-	if s.opts.OnTruncated != OnTruncatedFirst {
+	s.mu.Lock()
+	asked := !s.atRetainedLocked(origin)
+	s.mu.Unlock()
+	if asked && s.opts.OnTruncated != OnTruncatedFirst {
 		s.fail(s.truncatedError(origin, after, floor))
 		return false
 	}
@@ -751,8 +773,10 @@ func (s *subscription) overtaken(origin string, after, floor uint64) bool {
 	s.mu.cursors[origin] = floor
 	s.mu.dirty = true
 	s.mu.Unlock()
-	s.b.log.Info("subscription skips messages retention dropped before it read them", "topic", s.key.topic,
-		"subscription", s.key.name, "origin", origin, "from", after+1, "to", floor)
+	if asked {
+		s.b.log.Info("subscription skips messages retention dropped before it read them", "topic", s.key.topic,
+			"subscription", s.key.name, "origin", origin, "from", after+1, "to", floor)
+	}
 	return true
 }
 
@@ -802,12 +826,14 @@ func (s *subscription) offerLocked(m stored, now time.Time) bool {
 	id := consumer.MsgID{Origin: m.Origin, Seq: m.Seq}
 	if s.mu.st.Acked(id) {
 		s.mu.cursors[m.Origin] = m.Seq
+		s.mu.read[m.Origin] = true
 		return true
 	}
 	if err := s.mu.st.Offer(id, now); err != nil {
 		return false
 	}
 	s.mu.cursors[m.Origin] = m.Seq
+	s.mu.read[m.Origin] = true
 	if n := len(m.Msg.Data); s.mu.bodyBytes+n <= maxBodyBytes {
 		s.mu.bodies[id] = m.Msg
 		s.mu.bodyBytes += n
