@@ -98,13 +98,16 @@
 //
 // A subscription that would read next what was dropped (a durable one
 // resuming behind what the site retains, a start at a seq that is gone, a
-// slow one overtaken by a limit) fails with a *TruncatedError (ErrTruncated;
-// OUT_OF_RANGE over gRPC) naming the topic, the origin, the seq asked and
-// the first retained one, or with OnTruncatedFirst goes on from the first
-// retained message, its position passing the dropped ones. A reader tells
-// the two apart exactly: it reads the floor record and the messages from
-// one snapshot. A message that was delivered, not acked, and dropped is
-// not delivered again (consumer.State.Drop).
+// slow one overtaken by a limit) fails with a *TruncatedError
+// (ErrTruncated; OUT_OF_RANGE over gRPC) naming the topic, the origin, the
+// seq asked and the first retained one, or with OnTruncatedFirst goes on
+// from the first retained message, its position passing the dropped ones.
+// A start that names no seq (all, new, last, a time) begins at what is
+// retained and is not failed for what goes before it read anything of an
+// origin. A reader knows exactly whether what it wanted next was dropped:
+// it reads the floor record and the messages from one snapshot. A message
+// that was delivered, not acked, and then dropped is not delivered again
+// (consumer.State.Drop).
 //
 // # Concurrency
 //
