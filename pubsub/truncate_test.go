@@ -12,10 +12,17 @@ import (
 )
 
 // The pub/sub streams' logs are truncated at every site once every site
-// applied them; subscribers still read every message (from the broker's
-// namespace), and a restarted site keeps its floors and goes on.
+// applied them (at ap, TruncateLag entries short of that); subscribers
+// still read every message (from the broker's namespace), and a restarted
+// site keeps its floors and goes on.
 func TestStreamTruncation(t *testing.T) {
-	c := newCluster(t, byHand, sites3...)
+	const lag = 2
+	c := newCluster(t, func(site string, cfg *Config) {
+		byHand(site, cfg)
+		if site == ap {
+			cfg.TruncateLag = lag
+		}
+	}, sites3...)
 	ctx := ctxT(t)
 	c.createTopic(t, us, Topic{Name: "jobs.events", Retention: Retention{MaxMessages: 25}})
 	last := map[string]uint64{}
@@ -44,16 +51,25 @@ func TestStreamTruncation(t *testing.T) {
 		}
 		for _, s := range sites3 {
 			for _, o := range sites3 {
-				if got := truncated(s)[o]; got < last[o] {
-					return fmt.Errorf("%s truncated %s's stream to %d, want %d", s, o, got, last[o])
+				want := last[o]
+				if s == ap {
+					want -= lag
+				}
+				if got := truncated(s)[o]; got < want {
+					return fmt.Errorf("%s truncated %s's stream to %d, want %d", s, o, got, want)
 				}
 			}
 		}
 		return nil
 	})
+	for _, o := range sites3 {
+		if got := truncated(ap)[o]; got != last[o]-lag {
+			t.Fatalf("%s, %d entries behind, truncated %s's stream to %d, want %d", ap, lag, o, got, last[o]-lag)
+		}
+	}
 	for _, s := range sites3 {
-		if got := testutil.ToFloat64(c.broker(s).metrics.truncated.WithLabelValues(us)); got < float64(last[us]) {
-			t.Fatalf("at %s: pubsub_stream_truncated_seq{origin=%s} %v, want %d", s, us, got, last[us])
+		if got := testutil.ToFloat64(c.broker(s).metrics.truncated.WithLabelValues(us)); got != float64(truncated(s)[us]) {
+			t.Fatalf("at %s: pubsub_stream_truncated_seq{origin=%s} %v, want %d", s, us, got, truncated(s)[us])
 		}
 	}
 	c.retainAt(t, eu) // 5 of the 30 go at eu
