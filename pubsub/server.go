@@ -364,13 +364,13 @@ func toStatus(err error) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, ErrTooLarge):
 		code = codes.ResourceExhausted
-	case errors.Is(err, ErrTruncated):
-		code = codes.OutOfRange
 	case errors.Is(err, ErrBadTopic), errors.Is(err, ErrBadPredicate), errors.Is(err, ErrRetention),
 		errors.Is(err, ErrBadSubscription), errors.Is(err, stabilizer.ErrUnknownPredicate), errors.As(err, &fe):
 		code = codes.InvalidArgument
 	case errors.Is(err, consumer.ErrUnknownDelivery), errors.Is(err, consumer.ErrExpired):
 		code = codes.FailedPrecondition
+	case errors.Is(err, ErrTruncated):
+		code = codes.OutOfRange
 	case errors.Is(err, ErrClosed), errors.Is(err, stabilizer.ErrStopped):
 		code = codes.Unavailable
 	}

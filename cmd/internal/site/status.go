@@ -52,7 +52,6 @@ type predView struct{ Name, Source string }
 type streamView struct {
 	Origin, Stream  string
 	Head, Persisted uint64
-	Truncated       uint64 // the log holds Truncated+1 on
 	Levels          []levelRow
 	Frontiers       []frontierView
 }
@@ -82,7 +81,7 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 	}
 	n := len(schema.Sites)
 	for _, st := range streams {
-		sv := streamView{Origin: st.Stream.Origin, Stream: st.Stream.Name, Head: st.Head, Persisted: st.Persisted, Truncated: st.Truncated}
+		sv := streamView{Origin: st.Stream.Origin, Stream: st.Stream.Name, Head: st.Head, Persisted: st.Persisted}
 		for l, level := range schema.LevelNames() {
 			sv.Levels = append(sv.Levels, levelRow{level, st.Acks[l*n : l*n+n]})
 		}
@@ -184,7 +183,7 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 </table>
 <h2>Streams</h2>
 {{range .Streams}}
-<h3>{{.Origin}}/{{.Stream}} — head {{.Head}}, persisted here {{.Persisted}}{{if .Truncated}}, log truncated to {{.Truncated}}{{end}}</h3>
+<h3>{{.Origin}}/{{.Stream}} — head {{.Head}}, persisted here {{.Persisted}}</h3>
 <table><tr><th class=l>level</th>{{range $.Sites}}<th>{{.}}</th>{{end}}</tr>
 {{range .Levels}}<tr><td class=l>{{.Level}}</td>{{range .Seqs}}<td>{{.}}</td>{{end}}</tr>{{end}}
 </table>
