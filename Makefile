@@ -92,6 +92,7 @@ fuzz:
 	$(GO) test ./stabilizer/wire -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 	$(GO) test ./pubsub -run '^$$' -fuzz FuzzAudienceFrame -fuzztime $(FUZZTIME)
 	$(GO) test ./pubsub -run '^$$' -fuzz FuzzSeenID -fuzztime $(FUZZTIME)
+	$(GO) test ./pubsub -run '^$$' -fuzz FuzzFloorRecord -fuzztime $(FUZZTIME)
 	$(GO) test ./fileshare/safepath -run '^$$' -fuzz FuzzCheck -fuzztime $(FUZZTIME)
 	$(GO) test ./fileshare/manifest -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 	$(GO) test ./fileshare -run '^$$' -fuzz FuzzEntryDecoders -fuzztime $(FUZZTIME)
