@@ -224,6 +224,9 @@ func New(cfg Config) (*Broker, error) {
 	if err := cfg.Node.Handle(Stream, applier{b}); err != nil {
 		return nil, err
 	}
+	if err := cfg.Node.EnableStateTransfer(Stream, ns, transferApp{b}); err != nil {
+		return nil, err
+	}
 	if err := cfg.Node.HandleChannel(Channel, b.aud.frame); err != nil {
 		return nil, err
 	}

@@ -1,7 +1,10 @@
 package pubsub
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +131,68 @@ func TestAllApplied(t *testing.T) {
 	if got := allApplied(acks, 3); got != 4 {
 		t.Fatalf("allApplied = %d, want 4", got)
 	}
+}
+
+// A site that lost its disk, after every site truncated the pub/sub logs,
+// copies each origin's messages from a peer (state transfer): a
+// subscriber there from the start reads every message of every origin,
+// and the site publishes again.
+func TestWipedSiteGetsMessagesBack(t *testing.T) {
+	c := newCluster(t, byHand, sites3...)
+	ctx := ctxT(t)
+	c.createTopic(t, us, Topic{Name: "jobs.events"})
+	for _, s := range sites3 {
+		publishN(t, c.broker(s), "jobs.events", 10, s)
+	}
+	stabilizertest.Eventually(t, 0, func() error {
+		for _, s := range sites3 {
+			if err := c.broker(s).truncateNow(ctx); err != nil {
+				return err
+			}
+		}
+		sts, err := c.Node(eu).Streams(ctx)
+		if err != nil {
+			return err
+		}
+		for _, st := range sts {
+			if st.Stream.Name == Stream && st.Truncated < st.Persisted {
+				return fmt.Errorf("%s: %s truncated to %d of %d", eu, st.Stream, st.Truncated, st.Persisted)
+			}
+		}
+		return nil
+	})
+	c.Stop(ap)
+	if err := os.RemoveAll(c.Dir(ap)); err != nil {
+		t.Fatal(err)
+	}
+	c.Start(ap)
+	var got []string
+	stabilizertest.Eventually(t, 0, func() error {
+		cn, err := c.broker(ap).Subscribe(ctx, SubOptions{Topic: "jobs.events", Start: StartAll})
+		if err != nil {
+			return err
+		}
+		defer cn.Close(ctx)
+		got = got[:0]
+		for len(got) < 30 {
+			rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			ds, err := cn.Next(rctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s after the wipe read %d of 30 messages: %v", ap, len(got), err)
+			}
+			for _, d := range ds {
+				got = append(got, string(d.Msg.Data))
+			}
+		}
+		return nil
+	})
+	for _, s := range sites3 {
+		for i := range 10 {
+			if want := fmt.Sprintf("%s-%d", s, i); !slices.Contains(got, want) {
+				t.Fatalf("%s after the wipe lacks %s: %v", ap, want, got)
+			}
+		}
+	}
+	publishN(t, c.broker(ap), "jobs.events", 1, "after")
 }
