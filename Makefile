@@ -123,8 +123,10 @@ fuzz:
 	$(GO) test ./stabilizer/wire -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 	$(GO) test ./pubsub -run '^$$' -fuzz FuzzAudienceFrame -fuzztime $(FUZZTIME)
 	$(GO) test ./pubsub -run '^$$' -fuzz FuzzSeenID -fuzztime $(FUZZTIME)
+	$(GO) test ./pubsub -run '^$$' -fuzz FuzzFloorRecord -fuzztime $(FUZZTIME)
 	$(GO) test ./fileshare/safepath -run '^$$' -fuzz FuzzCheck -fuzztime $(FUZZTIME)
 	$(GO) test ./fileshare/manifest -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+	$(GO) test ./fileshare -run '^$$' -fuzz FuzzEntryDecoders -fuzztime $(FUZZTIME)
 
 # Needs protoc, protoc-gen-go and protoc-gen-go-grpc on PATH; the generated
 # code is committed so nobody else needs them.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -64,18 +65,53 @@ type chunkStore struct {
 	metrics *metrics
 	log     hclog.Logger
 
+	// writeMu serialises the two writers of location records: the applier
+	// (a run of entries) and the collector (dead chunks' records, gc.go).
+	// Each holds it across its reads of the records it changes and its
+	// unsynced commit, and never while it waits for anything else. It
+	// comes before mu.
+	writeMu sync.Mutex
+
 	mu struct {
 		sync.Mutex
 		// pending: own chunks appended and not yet applied here; they
 		// count as held (Missing, Commit) from their append on.
-		pending map[[32]byte]Ref
+		pending map[[32]byte]pendingChunk
 		// pendingBytes is their size; put waits while it is above
 		// MaxPendingBytes, and applied is closed (and replaced) whenever
 		// Apply lowers it.
 		pendingBytes int64
 		applied      chan struct{}
+		// cand: chunks held here that no retained version names, with the
+		// time the collector first found them so. Any sign of life (an
+		// upload or lookup of the chunk, an entry of it applied) takes one
+		// out; the collector drops those that stayed in for GCGrace.
+		cand map[[32]byte]time.Time
+		// pinned counts the commits in progress that name a chunk: it is
+		// live until their versions are in the KV.
+		pinned map[[32]byte]int
+		// dying: chunks whose location the collector is deleting; they
+		// are not held for lookups any more.
+		dying map[[32]byte]bool
+		// floors: the files streams' truncation points here, as the
+		// collector last read or set them.
+		floors map[stabilizer.StreamID]uint64
+		// gone: chunks the collector dropped lately (at most maxGone, the
+		// oldest forgotten first), so that a download of one says so.
+		gone    map[[32]byte]bool
+		goneLog [][32]byte
 	}
 }
+
+// pendingChunk is an own chunk appended and not yet applied, and the bytes
+// put reserved for it.
+type pendingChunk struct {
+	Ref
+	reserved int64
+}
+
+// maxGone bounds how many dropped chunks a site remembers to say so.
+const maxGone = 1 << 16
 
 // MaxPendingBytes bounds the chunk bytes a site has taken from clients and
 // not yet stored (appended, not applied): uploads wait beyond it, so a
@@ -85,24 +121,68 @@ const MaxPendingBytes = 64 << 20
 
 func newChunkStore(ns *stabilizer.Namespace, node *stabilizer.Node, m *metrics, log hclog.Logger) *chunkStore {
 	c := &chunkStore{ns: ns, node: node, metrics: m, log: log}
-	c.mu.pending = map[[32]byte]Ref{}
+	c.mu.pending = map[[32]byte]pendingChunk{}
 	c.mu.applied = make(chan struct{})
+	c.mu.cand = map[[32]byte]time.Time{}
+	c.mu.pinned = map[[32]byte]int{}
+	c.mu.dying = map[[32]byte]bool{}
+	c.mu.floors = map[stabilizer.StreamID]uint64{}
+	c.mu.gone = map[[32]byte]bool{}
 	return c
 }
 
-// lookup says where the site holds a chunk, if it does.
+// locate says where the site holds a chunk, if it does: pending (own,
+// appended), or located and not being dropped.
+func (c *chunkStore) locate(h [32]byte) (Ref, bool, error) {
+	return c.find(h, false, false)
+}
+
+// lookup is locate for a client that may name the chunk next (Missing,
+// an upload of bytes held already): a sign of life, which restarts the
+// chunk's grace period if no version names it.
 func (c *chunkStore) lookup(h [32]byte) (Ref, bool, error) {
+	return c.find(h, true, false)
+}
+
+// hold is lookup for a commit that names the chunk: it stays live until
+// release, once the commit's versions are in the KV (or it failed).
+func (c *chunkStore) hold(h [32]byte) (Ref, bool, error) {
+	return c.find(h, true, true)
+}
+
+// release ends the holds of a commit.
+func (c *chunkStore) release(hs [][32]byte) {
 	c.mu.Lock()
-	r, ok := c.mu.pending[h]
+	defer c.mu.Unlock()
+	for _, h := range hs {
+		if c.mu.pinned[h]--; c.mu.pinned[h] <= 0 {
+			delete(c.mu.pinned, h)
+		}
+	}
+}
+
+func (c *chunkStore) find(h [32]byte, touch, pin bool) (Ref, bool, error) {
+	c.mu.Lock()
+	if touch {
+		delete(c.mu.cand, h)
+	}
+	if pin {
+		c.mu.pinned[h]++
+	}
+	p, pending := c.mu.pending[h]
+	dying := c.mu.dying[h]
 	c.mu.Unlock()
-	if ok {
-		return r, true, nil
+	if pending {
+		return p.Ref, true, nil
+	}
+	if dying {
+		return Ref{}, false, nil
 	}
 	v, err := c.get(locKey(h))
 	if err != nil || v == nil {
 		return Ref{}, false, err
 	}
-	r, err = decodeRef(v)
+	r, err := decodeRef(v)
 	return r, err == nil, err
 }
 
@@ -116,7 +196,7 @@ func (c *chunkStore) needs(need map[stabilizer.StreamID]uint64, v *filesharepb.V
 		if r.Origin == "" {
 			var ok bool
 			var err error
-			if r, ok, err = c.lookup([32]byte(ch.Hash)); err != nil || !ok {
+			if r, ok, err = c.locate([32]byte(ch.Hash)); err != nil || !ok {
 				located = false
 				continue
 			}
@@ -128,24 +208,47 @@ func (c *chunkStore) needs(need map[stabilizer.StreamID]uint64, v *filesharepb.V
 }
 
 // data returns the chunk's bytes if they are stored here (applied), nil if
-// not yet.
+// not (yet). A chunk this site dropped lately because no retained version
+// named it fails wrapping ErrChunkGone, as would one whose entry was
+// truncated here (never, for a located chunk: the collector deletes a
+// location before it truncates below it).
 func (c *chunkStore) data(ctx context.Context, h [32]byte) ([]byte, error) {
 	v, err := c.get(locKey(h))
-	if err != nil || v == nil {
+	if err != nil {
 		return nil, err
+	}
+	if v == nil {
+		c.mu.Lock()
+		gone := c.mu.gone[h]
+		c.mu.Unlock()
+		if gone {
+			return nil, fmt.Errorf("%w: %x: collected here, no version this site retained naming it", ErrChunkGone, h[:8])
+		}
+		return nil, nil
 	}
 	r, err := decodeRef(v)
 	if err != nil {
 		return nil, err
 	}
-	e, err := c.node.ReadEntry(ctx, stabilizer.StreamID{Origin: r.Origin, Name: Stream}, r.Seq)
+	id := stabilizer.StreamID{Origin: r.Origin, Name: Stream}
+	e, err := c.node.ReadEntry(ctx, id, r.Seq)
 	if errors.Is(err, stabilizer.ErrNotFound) {
+		c.mu.Lock()
+		floor := c.mu.floors[id]
+		c.mu.Unlock()
+		if r.Seq <= floor {
+			return nil, fmt.Errorf("%w: %x: its entry, seq %d of %s, is below the stream's floor %d here", ErrChunkGone, h[:8], r.Seq, id, floor)
+		}
 		return nil, nil // appended here, not yet durable
 	}
 	if err != nil {
 		return nil, err
 	}
-	return e.Payload, nil
+	got, data, _, ok := parseEntry(e.Payload)
+	if !ok || got != h {
+		return nil, fmt.Errorf("fileshare: chunk %x: entry %s seq %d holds another chunk", h[:8], id, r.Seq)
+	}
+	return data, nil
 }
 
 // get reads a key; nil, nil when it is absent.
@@ -166,25 +269,42 @@ func (c *chunkStore) put(ctx context.Context, h [32]byte, data []byte) (Ref, boo
 	if sha256.Sum256(data) != h {
 		return Ref{}, false, fmt.Errorf("%w %x: the data's SHA-256 is %x", ErrBadChunk, h[:8], sha256.Sum256(data))
 	}
+	if looksRelocated(data) {
+		return Ref{}, false, fmt.Errorf("%w %x: laid out as a relocation entry (its first bytes are the marker, then the hash of the rest)", ErrBadChunk, h[:8])
+	}
 	if r, ok, err := c.lookup(h); err != nil || ok {
 		return r, ok, err
 	}
-	if err := c.reserve(ctx, len(data)); err != nil {
-		return Ref{}, false, fmt.Errorf("fileshare: store chunk %x: %w", h[:8], err)
+	r, err := c.appendChunk(ctx, h, data, len(data))
+	return r, false, err
+}
+
+// relocate appends a chunk the site holds again, as a relocation entry
+// (entries.go), through the path uploads take.
+func (c *chunkStore) relocate(ctx context.Context, h [32]byte, data []byte) (Ref, error) {
+	return c.appendChunk(ctx, h, relocFrame(h, data), len(data))
+}
+
+// appendChunk appends payload, an entry of chunk h of size bytes, to the
+// site's files stream, within MaxPendingBytes, and counts it held.
+func (c *chunkStore) appendChunk(ctx context.Context, h [32]byte, payload []byte, size int) (Ref, error) {
+	n := int64(len(payload))
+	if err := c.reserve(ctx, len(payload)); err != nil {
+		return Ref{}, fmt.Errorf("fileshare: store chunk %x: %w", h[:8], err)
 	}
-	a, err := c.node.Append(ctx, Stream, data)
+	a, err := c.node.Append(ctx, Stream, payload)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
-		c.mu.pendingBytes -= int64(len(data))
-		return Ref{}, false, fmt.Errorf("fileshare: store chunk %x: %w", h[:8], err)
+		c.mu.pendingBytes -= n
+		return Ref{}, fmt.Errorf("fileshare: store chunk %x: %w", h[:8], err)
 	}
-	r := Ref{Origin: a.Stream.Origin, Seq: a.Seq, Size: uint32(len(data))}
+	r := Ref{Origin: a.Stream.Origin, Seq: a.Seq, Size: uint32(size)}
 	if old, dup := c.mu.pending[h]; dup { // a concurrent upload of the same bytes
-		c.mu.pendingBytes -= int64(old.Size)
+		c.mu.pendingBytes -= old.reserved
 	}
-	c.mu.pending[h] = r
-	return r, false, nil
+	c.mu.pending[h] = pendingChunk{Ref: r, reserved: n}
+	return r, nil
 }
 
 // reserve waits until n more pending bytes fit under MaxPendingBytes (one
@@ -208,60 +328,75 @@ func (c *chunkStore) reserve(ctx context.Context, n int) error {
 }
 
 // Apply stores a run of one files stream's chunks with the stream's
-// position, in one batch. A chunk the site holds already (another site
-// sent the same bytes) is not stored twice; a frame that does not check
-// out against its hash is skipped and counted, never stored.
+// position, in one batch, and indexes every entry (entries.go). A chunk the
+// site holds already (another site uploaded the same bytes) keeps its
+// location; a relocation entry moves it. A frame that does not check out
+// against its hash is skipped and counted, never located.
 func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) error {
 	id := entries[0].Stream
-	batch := c.ns.NewBatch()
-	seen := map[[32]byte]bool{}
 	own := id.Origin == c.node.Site()
-	var seqs []uint64 // own chunks: seq and hash, to release what put reserved
-	var hashes [][32]byte
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	batch := c.ns.NewBatch()
+	set := map[[32]byte]Ref{} // the locations this run writes
+	type applied struct {
+		h   [32]byte
+		seq uint64
+	}
+	var got []applied
 	var stored, dup, bad int
 	var bytes int64
 	for _, e := range entries {
-		data := e.Payload
-		if len(data) == 0 || len(data) > MaxChunkBytes {
+		h, data, reloc, ok := parseEntry(e.Payload)
+		m := entryMeta{Seq: e.Seq, Hash: h, Size: uint32(len(e.Payload)), Reloc: reloc, Bad: !ok}
+		if !ok {
+			m.Hash = [32]byte{}
+		}
+		batch.Set(entryKey(id.Origin, e.Seq), encodeEntryMeta(m))
+		if !ok {
 			bad++
 			continue
 		}
-		h := sha256.Sum256(data)
-		if own {
-			seqs = append(seqs, e.Seq)
-			hashes = append(hashes, h)
+		got = append(got, applied{h, e.Seq})
+		if !reloc {
+			if _, ok := set[h]; ok {
+				dup++
+				continue
+			}
+			if v, err := c.get(locKey(h)); err != nil {
+				return err
+			} else if v != nil {
+				dup++
+				continue
+			}
 		}
-		if seen[h] {
-			dup++
-			continue
-		}
-		seen[h] = true
-		if v, err := c.get(locKey(h)); err != nil {
-			return err
-		} else if v != nil {
-			dup++
-			continue
-		}
-		batch.Set(locKey(h), encodeRef(Ref{Origin: id.Origin, Seq: e.Seq, Size: uint32(len(data))}))
+		set[h] = Ref{Origin: id.Origin, Seq: e.Seq, Size: uint32(len(data))}
 		stored++
 		bytes += int64(len(data))
+	}
+	for h, r := range set {
+		batch.Set(locKey(h), encodeRef(r))
 	}
 	batch.SetApplied(id, entries[len(entries)-1].Seq)
 	if err := batch.CommitNoSync(); err != nil {
 		return err
 	}
-	if own {
-		c.mu.Lock()
-		for i, h := range hashes {
-			if r, ok := c.mu.pending[h]; ok && r.Seq == seqs[i] {
-				delete(c.mu.pending, h)
-				c.mu.pendingBytes -= int64(r.Size)
-			}
+	c.mu.Lock()
+	for _, a := range got {
+		delete(c.mu.cand, a.h) // arrived: a sign of life
+		if _, ok := set[a.h]; ok {
+			delete(c.mu.gone, a.h)
 		}
+		if p, ok := c.mu.pending[a.h]; own && ok && p.Seq == a.seq {
+			delete(c.mu.pending, a.h)
+			c.mu.pendingBytes -= p.reserved
+		}
+	}
+	if own {
 		close(c.mu.applied)
 		c.mu.applied = make(chan struct{})
-		c.mu.Unlock()
 	}
+	c.mu.Unlock()
 	c.metrics.applied(id.Origin, stored, dup, bytes)
 	if bad > 0 {
 		c.log.Warn("files stream entries that are no valid chunk were skipped", "stream", id, "count", bad)

@@ -33,13 +33,16 @@ var sites3 = []string{us, eu, ap}
 type cluster struct {
 	*stabilizertest.Cluster
 	t    testing.TB
+	tune func(*Config) // adjusts every site's service configuration
 	mu   sync.Mutex
 	svcs map[string]*Service
 	kvs  map[string]*kv.Store
 }
 
-func newCluster(t testing.TB, sites ...string) *cluster {
-	c := &cluster{t: t, svcs: map[string]*Service{}, kvs: map[string]*kv.Store{}}
+func newCluster(t testing.TB, sites ...string) *cluster { return newTunedCluster(t, nil, sites...) }
+
+func newTunedCluster(t testing.TB, tune func(*Config), sites ...string) *cluster {
+	c := &cluster{t: t, tune: tune, svcs: map[string]*Service{}, kvs: map[string]*kv.Store{}}
 	c.Cluster = stabilizertest.NewCluster(t, stabilizertest.Options{Sites: sites, Setup: c.setup,
 		Started: func(site string, _ *stabilizer.Node) error { return c.svc(site).Start() },
 		Stopping: func(site string, _ *stabilizer.Node) {
@@ -57,7 +60,11 @@ func (c *cluster) setup(site string, n *stabilizer.Node) error {
 	if err != nil {
 		return err
 	}
-	svc, err := New(Config{Node: n, KV: s, Logger: stabilizertest.Logger(c.t, site+"/fileshare"), DefaultTimeout: 20 * time.Second})
+	cfg := Config{Node: n, KV: s, Logger: stabilizertest.Logger(c.t, site+"/fileshare"), DefaultTimeout: 20 * time.Second}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	svc, err := New(cfg)
 	if err != nil {
 		return err
 	}

@@ -34,15 +34,89 @@
 // the batch that records how far it applied the stream. The chunk's bytes
 // are that entry's payload, read back from the site's log (Node.ReadEntry),
 // so a site writes each chunk once, whoever sent it, and holds it once
-// (deduplicated per site); the stream's log must keep such an entry while
-// a retained version names it. Shares are KV keys /fs/shares/NAME;
-// versions /fs/v/SHARE/PATH\x00ID, one key per version, never overwritten,
-// so concurrent versions are never lost to last-writer-wins: the KV keeps
-// them all and plan.Resolve picks.
+// (deduplicated per site); the stream's log keeps such an entry while a
+// chunk is located at it (see Garbage collection). "e"+origin+seq → what
+// entry seq of origin's files stream holds (chunk hash, size, whether it is
+// a relocation): the collector's index of the logs, written with the
+// entry's application, deleted with its truncation. An entry's payload is
+// the chunk's bytes alone (an upload), or a marker, the chunk's hash and its
+// bytes (a relocation, entries.go). Shares are KV keys /fs/shares/NAME;
+// versions /fs/v/SHARE/PATH\x00ID, one key per version, never overwritten
+// (but by its pruned stub), so concurrent versions are never lost to
+// last-writer-wins: the KV keeps them all and plan.Resolve picks. A site
+// that lost a chunk a version names asks for it under /fs/want/SITE/HASH.
+//
+// # Garbage collection
+//
+// History retention (Prune) turns superseded versions into stubs that name
+// no chunks; the collector (Service.GC, every GCInterval) then reclaims the
+// chunks nobody names, at each site on its own. Only a prefix of a stream
+// can be dropped (Node.Truncate), so collection is log-structured:
+//
+//   - Live set. A chunk is live at a site if a version record in its KV
+//     that is not a pruned stub names it: every record under /fs/v/, of
+//     every share, stable or not (a version not yet stable may still
+//     become visible), early commits included (named by hash), read from
+//     the KV's latest local state, own writes not yet applied included.
+//     A commit in progress holds the chunks it resolved until its records
+//     are written.
+//   - Grace. A chunk found dead is only a candidate: it is dropped once
+//     every collection for GCGrace (default 10 min) found it dead, with no
+//     sign of life between: an upload or lookup of it (Missing, PutChunks
+//     of bytes held already), an entry of it applied. Clients upload chunks
+//     before they commit, and a version committed elsewhere may still be
+//     on its way. Candidates live in memory: after a restart the period
+//     starts over, never shorter.
+//   - Dropping forgets a chunk's location; while that commits, lookups say
+//     the chunk is not held, so no commit names it and an upload stores it
+//     again.
+//   - Truncation. Each site truncates each files stream, its own and its
+//     copies of the others', up to the lowest entry a chunk is located at,
+//     minus one, and never beyond what it applied (what it has not applied
+//     may be located next). Truncate also stops short of what a peer has
+//     not persisted; the next collection goes further.
+//   - Relocation. One live chunk at the start of a stream would hold the
+//     whole stream, so a site rewrites the live chunks of a mostly dead
+//     prefix of its own stream (live at most RelocateRatio, a quarter, of
+//     the prefix's bytes; at most MaxRelocateBytes a collection; none of
+//     it still in its grace period) as relocation entries at its head,
+//     through the path uploads take, waits until it applied them, and
+//     truncates the prefix. A relocation entry
+//     moves the chunk's location at every site that applies it (an upload
+//     of bytes a site holds changes nothing there: it is not stored twice),
+//     so every site can then drop its copy of the prefix too.
+//
+// Why nothing that can be shown is collected: a location is deleted only
+// for a chunk no retained version names (checked again under the lock the
+// applier takes, so a location an entry just wrote survives), the
+// truncation of a stream stops below the lowest location into it, and
+// locations only ever move to entries applied after the positions the
+// truncation read; the deletions are committed before the truncation in the
+// site's one log, so a crash never leaves a location below a floor. The
+// stability of a version is read off frontiers, which truncation does not
+// move, so a version that was stable stays stable.
+//
+// What a site cannot know: a version committed at another site that names,
+// by deduplication, a chunk this site holds for no version it knows (the
+// version that named it pruned, the new one still on its way: a link down
+// for longer than GCGrace). This site may drop the chunk before the version
+// arrives. When it arrives, the collector finds a retained version naming a
+// chunk not held here although its entry was applied, and asks the
+// version's origin for it (/fs/want/SITE/HASH): that site holds it, since
+// the version is live there, and sends it again as a relocation entry.
+// Meanwhile a download says the chunk is not held, as for one on its way.
+//
+// A download of a chunk the site collected lately fails with ErrChunkGone
+// (NotFound); one below a floor would too, but no located chunk is.
 //
 // # Concurrency
 //
-// A Service is safe for concurrent use. Service.mu guards the own chunks
-// appended and not yet applied, and the clock of version ids; it is a leaf,
-// never held across IO.
+// A Service is safe for concurrent use. Service.mu guards the clock of
+// version ids and the last collection's stats; chunkStore.mu guards the own
+// chunks appended and not yet applied and the collector's candidates,
+// holds and floors. Both are leaves, never held across IO.
+// chunkStore.writeMu serialises the applier's and the collector's writes
+// of locations, each a read of the locations it changes and an unsynced
+// commit; it comes before chunkStore.mu. Service.gcSem admits one
+// collection at a time and guards Service.gc.
 package fileshare

@@ -20,6 +20,14 @@ type metrics struct {
 	chunksIn, chunkBytes  *prometheus.CounterVec
 	appliedDup            *prometheus.CounterVec
 	pruned                *prometheus.CounterVec
+	gc                    gcMetrics
+}
+
+// gcMetrics are the chunk collector's.
+type gcMetrics struct {
+	relocated, dropped prometheus.Counter
+	reclaimed          *prometheus.CounterVec
+	live               prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}
 		return v
 	}
-	return &metrics{
+	m := &metrics{
 		upBytes:    c("uploaded_bytes_total", "Chunk bytes clients uploaded to this site that it did not hold.", "share"),
 		upChunks:   c("uploaded_chunks_total", "Chunks clients uploaded to this site that it did not hold.", "share"),
 		dedupBytes: c("deduplicated_bytes_total", "Chunk bytes clients offered that this site held already (not stored or sent again).", "share"),
@@ -52,6 +60,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		appliedDup: c("chunks_applied_duplicate_total", "Chunks of the origin's files stream this site held already.", "origin"),
 		pruned:     c("versions_pruned_total", "Versions this site recorded whose content history retention dropped (keep_versions, keep_seconds).", "share"),
 	}
+	m.gc = gcMetrics{
+		relocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "fileshare_gc_relocated_bytes_total",
+			Help: "Chunk bytes the collector rewrote to this site's files stream: live chunks moved out of a prefix it drops, and chunks other sites asked for again."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "fileshare_gc_dropped_chunks_total",
+			Help: "Chunks the collector stopped locating here: no retained version named them for the grace period."}),
+		reclaimed: c("gc_reclaimed_bytes_total", "Bytes of the origin's files stream entries the collector truncated from this site's log.", "origin"),
+		live: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fileshare_gc_live_bytes",
+			Help: "Bytes of the chunks held here that a retained version (or a commit in progress) names, at the last collection."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.gc.relocated, m.gc.dropped, m.gc.live)
+	}
+	return m
 }
 
 func shareLabel(share string) string {

@@ -219,7 +219,7 @@ func toStatus(err error) error {
 		code = codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
-	case errors.Is(err, ErrUnknownShare):
+	case errors.Is(err, ErrUnknownShare), errors.Is(err, ErrChunkGone):
 		code = codes.NotFound
 	case errors.Is(err, ErrShareExists):
 		code = codes.AlreadyExists

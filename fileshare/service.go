@@ -37,6 +37,7 @@ var (
 	ErrBadShare     = errors.New("fileshare: bad share")
 	ErrBadChunk     = errors.New("fileshare: bad chunk")
 	ErrMissingChunk = errors.New("fileshare: chunk not held")
+	ErrChunkGone    = errors.New("fileshare: chunk collected")
 	ErrBadVersion   = errors.New("fileshare: bad version")
 	ErrClosed       = errors.New("fileshare: service closed")
 )
@@ -62,7 +63,17 @@ type Config struct {
 	// (keep_versions, keep_seconds) is applied to the versions this site
 	// recorded. Default 1m.
 	PruneInterval time.Duration
-	// Now is the clock of version ids and of retention; default time.Now.
+	// GCInterval is how often the site collects the file chunks no
+	// retained version names (Service.GC). Default 1m.
+	GCInterval time.Duration
+	// GCGrace is how long a chunk no version names is kept, counted from
+	// the last collection that found it so with no sign of life (an
+	// upload, a lookup, an entry of it arriving) since: clients upload
+	// chunks before they commit the versions naming them, and a version
+	// committed elsewhere may still be on its way. Default 10m.
+	GCGrace time.Duration
+	// Now is the clock of version ids, of retention and of the chunk
+	// collector's grace period; default time.Now.
 	Now func() time.Time
 }
 
@@ -77,6 +88,12 @@ func (c *Config) Validate() error {
 	}
 	if c.PruneInterval < 0 {
 		errs = append(errs, fmt.Errorf("fileshare: config: PruneInterval: %v is negative", c.PruneInterval))
+	}
+	if c.GCInterval < 0 {
+		errs = append(errs, fmt.Errorf("fileshare: config: GCInterval: %v is negative", c.GCInterval))
+	}
+	if c.GCGrace < 0 {
+		errs = append(errs, fmt.Errorf("fileshare: config: GCGrace: %v is negative", c.GCGrace))
 	}
 	if c.DefaultTimeout < 0 {
 		errs = append(errs, fmt.Errorf("fileshare: config: DefaultTimeout: %v is negative", c.DefaultTimeout))
@@ -100,6 +117,12 @@ func (c *Config) setDefaults() {
 	if c.PruneInterval == 0 {
 		c.PruneInterval = DefaultPruneInterval
 	}
+	if c.GCInterval == 0 {
+		c.GCInterval = DefaultGCInterval
+	}
+	if c.GCGrace == 0 {
+		c.GCGrace = DefaultGCGrace
+	}
 }
 
 // Service is the file-sharing application of one site.
@@ -115,10 +138,22 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// gcSem admits one collection at a time; gc is its state, touched only
+	// by the collection holding gcSem.
+	gcSem chan struct{}
+	gc    struct {
+		// relocTarget: the prefix of the own stream the last compaction
+		// moved chunks out of, until it is dropped.
+		relocTarget uint64
+		// answered: chunks sent again for other sites, and when.
+		answered map[[32]byte]time.Time
+	}
+
 	mu struct {
 		sync.Mutex
 		closed bool
 		last   plan.HLC // of the last version id made here
+		gcLast GCStats
 	}
 }
 
@@ -133,7 +168,8 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fileshare: %w", err)
 	}
-	s := &Service{cfg: cfg, node: cfg.Node, kv: cfg.KV, log: cfg.Logger}
+	s := &Service{cfg: cfg, node: cfg.Node, kv: cfg.KV, log: cfg.Logger, gcSem: make(chan struct{}, 1)}
+	s.gc.answered = map[[32]byte]time.Time{}
 	s.metrics = newMetrics(cfg.Registerer)
 	s.chunks = newChunkStore(ns, cfg.Node, s.metrics, s.log)
 	if err := cfg.Node.HandleBulk(Stream, s.chunks); err != nil {
@@ -145,10 +181,12 @@ func New(cfg Config) (*Service, error) {
 
 // Start begins the service's background work; the node must be running.
 func (s *Service) Start() error {
-	if err := s.goBackground(s.gaugeLoop); err != nil {
-		return err
+	for _, fn := range []func(){s.gaugeLoop, s.pruneLoop, s.gcLoop} {
+		if err := s.goBackground(fn); err != nil {
+			return err
+		}
 	}
-	return s.goBackground(s.pruneLoop)
+	return nil
 }
 
 // Close stops the service's goroutines. Call it before closing the node.

@@ -56,7 +56,9 @@ func (s *Service) Commit(ctx context.Context, share string, files []*filesharepb
 		return nil, fmt.Errorf("%w: commit to %q names no file", ErrBadVersion, share)
 	}
 	o.NoWait = o.NoWait || o.Early
-	vs, err := s.buildVersions(sh, files, o.Commit, o.Early)
+	var held [][32]byte // live until the versions are in the KV
+	defer func() { s.chunks.release(held) }()
+	vs, err := s.buildVersions(sh, files, o.Commit, o.Early, &held)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +100,9 @@ func (s *Service) Commit(ctx context.Context, share string, files []*filesharepb
 
 // buildVersions checks what a client sent and completes it into versions:
 // id, HLC and origin from this site, chunk locations from what it holds.
-func (s *Service) buildVersions(sh *filesharepb.Share, files []*filesharepb.FileVersion, commit, early bool) ([]*filesharepb.Version, error) {
+// The chunks it names are held (added to held) until the caller releases
+// them, so that the collector keeps them until the versions are recorded.
+func (s *Service) buildVersions(sh *filesharepb.Share, files []*filesharepb.FileVersion, commit, early bool, held *[][32]byte) ([]*filesharepb.Version, error) {
 	var errs []error
 	vs := make([]*filesharepb.Version, 0, len(files))
 	seen := map[string]bool{}
@@ -119,7 +123,7 @@ func (s *Service) buildVersions(sh *filesharepb.Share, files []*filesharepb.File
 			HlcWall: h.Wall, HlcLogical: h.Logical, Origin: s.node.Site(),
 		}
 		if !f.Deleted {
-			if err := s.resolveChunks(v, f, early); err != nil {
+			if err := s.resolveChunks(v, f, early, held); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -144,15 +148,16 @@ func (s *Service) buildVersions(sh *filesharepb.Share, files []*filesharepb.File
 
 // resolveChunks fills v's chunk list, size and content from what this site
 // holds of the chunks f names; early, a chunk not held yet keeps the size
-// the client gave and no location.
-func (s *Service) resolveChunks(v *filesharepb.Version, f *filesharepb.FileVersion, early bool) error {
+// the client gave and no location. Each chunk looked up is added to held.
+func (s *Service) resolveChunks(v *filesharepb.Version, f *filesharepb.FileVersion, early bool, held *[][32]byte) error {
 	chunks := make([]plan.Chunk, 0, len(f.Chunks))
 	for i, c := range f.Chunks {
 		if len(c.Hash) != 32 {
 			return fmt.Errorf("%w: %q chunk %d: hash of %d bytes, want 32", ErrBadVersion, f.Path, i, len(c.Hash))
 		}
 		h := [32]byte(c.Hash)
-		r, ok, err := s.chunks.lookup(h)
+		r, ok, err := s.chunks.hold(h)
+		*held = append(*held, h)
 		if err != nil {
 			return err
 		}

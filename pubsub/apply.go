@@ -77,7 +77,7 @@ func (b *Broker) apply(entries []stabilizer.Entry) error {
 	}
 	b.store.mu.Lock()
 	for sk, st := range stats {
-		b.store.setStatsLocked(sk[0], sk[1], st)
+		b.store.setTotalsLocked(sk[0], sk[1], st)
 	}
 	b.store.mu.Unlock()
 	if id.Origin == b.node.Site() {

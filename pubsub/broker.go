@@ -32,7 +32,8 @@ var (
 	ErrTopicExists         = errors.New("pubsub: topic exists")
 	ErrBadTopic            = errors.New("pubsub: bad topic")
 	ErrBadPredicate        = errors.New("pubsub: bad predicate")
-	ErrRetention           = errors.New("pubsub: retention not supported")
+	ErrRetention           = errors.New("pubsub: bad retention")
+	ErrTruncated           = errors.New("pubsub: position dropped by retention")
 	ErrTooLarge            = errors.New("pubsub: message too large")
 	ErrUnknownSubscription = errors.New("pubsub: unknown subscription")
 	ErrBadSubscription     = errors.New("pubsub: bad subscription")
@@ -46,6 +47,8 @@ const (
 	DefaultPositionInterval = 20 * time.Millisecond
 	DefaultAudienceEvery    = time.Second
 	DefaultTopicRescan      = 2 * time.Second
+	DefaultRetentionEvery   = time.Second
+	DefaultTruncateEvery    = 5 * time.Second
 )
 
 // Config configures a Broker.
@@ -74,11 +77,23 @@ type Config struct {
 	// TopicRescan is how often the topic definitions are read again in
 	// full, beside the watch that follows them. Default 2s.
 	TopicRescan time.Duration
+	// RetentionEvery is how often the site applies every topic's
+	// retention to what it stores: a topic may go past a limit by what
+	// arrives meanwhile. Default 1s.
+	RetentionEvery time.Duration
+	// TruncateEvery is how often the site truncates the log of every
+	// origin's pub/sub stream up to what every site applied (the broker
+	// keeps the messages in its namespace). Default 5s.
+	TruncateEvery time.Duration
+	// TruncateLag keeps this many entries of each pub/sub stream in the
+	// log beyond what every site applied. Default 0.
+	TruncateLag uint64
 	// Logger; default none.
 	Logger hclog.Logger
 	// Registerer for metrics; default none.
 	Registerer prometheus.Registerer
-	// Now is the clock of ack waits and nak delays. Default time.Now.
+	// Now is the clock of ack waits, nak delays and max_age. Default
+	// time.Now.
 	Now func() time.Time
 }
 
@@ -100,7 +115,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	for name, d := range map[string]time.Duration{"DefaultTimeout": c.DefaultTimeout, "DuplicateWindow": c.DuplicateWindow,
-		"PositionInterval": c.PositionInterval, "AudienceEvery": c.AudienceEvery, "TopicRescan": c.TopicRescan} {
+		"PositionInterval": c.PositionInterval, "AudienceEvery": c.AudienceEvery, "TopicRescan": c.TopicRescan,
+		"RetentionEvery": c.RetentionEvery, "TruncateEvery": c.TruncateEvery} {
 		if d < 0 {
 			bad("%s: %v is negative", name, d)
 		}
@@ -122,6 +138,8 @@ func (c *Config) setDefaults() {
 	def(&c.PositionInterval, DefaultPositionInterval)
 	def(&c.AudienceEvery, DefaultAudienceEvery)
 	def(&c.TopicRescan, DefaultTopicRescan)
+	def(&c.RetentionEvery, DefaultRetentionEvery)
+	def(&c.TruncateEvery, DefaultTruncateEvery)
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
@@ -143,6 +161,11 @@ type Broker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// retainReq and truncateReq ask the retention and truncation loops
+	// for a pass at once; each answers on the channel it is sent.
+	retainReq   chan chan error
+	truncateReq chan chan error
 
 	mu struct {
 		sync.Mutex
@@ -186,7 +209,7 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: %w", err)
 	}
-	b := &Broker{cfg: cfg, node: cfg.Node, kv: cfg.KV, log: cfg.Logger}
+	b := &Broker{cfg: cfg, node: cfg.Node, kv: cfg.KV, log: cfg.Logger, retainReq: make(chan chan error), truncateReq: make(chan chan error)}
 	b.store = newStore(ns)
 	b.metrics = newMetrics(cfg.Registerer, cfg.Node.Site())
 	b.mu.topics = map[string]*topicState{}
@@ -199,6 +222,9 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	if err := cfg.Node.Handle(Stream, applier{b}); err != nil {
+		return nil, err
+	}
+	if err := cfg.Node.EnableStateTransfer(Stream, ns, transferApp{b}); err != nil {
 		return nil, err
 	}
 	if err := cfg.Node.HandleChannel(Channel, b.aud.frame); err != nil {
@@ -222,6 +248,8 @@ func (b *Broker) Start() error {
 	b.aud.start(b.ctx)
 	b.goBackground(b.watchFrontiers)
 	b.goBackground(b.writePositions)
+	b.goBackground(b.retainLoop)
+	b.goBackground(b.truncateLoop)
 	return nil
 }
 

@@ -163,3 +163,12 @@ func publishN(t *testing.T, b *Broker, topic string, n int, prefix string) []Pub
 	}
 	return out
 }
+
+// data returns the deliveries' payloads.
+func data(ds []Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = string(d.Msg.Data)
+	}
+	return out
+}

@@ -35,7 +35,7 @@ func toPBTopicInfo(t TopicInfo) *pubsubpb.TopicInfo {
 		Audience: t.Audience, AudienceVersion: t.AudienceVersion, DuplicateWindowMs: t.DuplicateWindow.Milliseconds()}
 	for _, o := range t.Origins {
 		out.Origins = append(out.Origins, &pubsubpb.OriginStats{Origin: o.Origin, Messages: o.Messages, LastSeq: o.LastSeq,
-			DeliveryFrontier: o.DeliveryFrontier})
+			DeliveryFrontier: o.DeliveryFrontier, Bytes: o.Bytes, Truncated: o.Truncated, FirstSeq: o.FirstSeq, Dropped: o.Dropped})
 	}
 	for _, s := range t.Subscriptions {
 		out.Subscriptions = append(out.Subscriptions, toPBSubInfo(s))
@@ -67,6 +67,13 @@ func fromPBStart(s *pubsubpb.SubscribeStart) SubOptions {
 	o := SubOptions{Topic: s.Topic, Durable: s.Durable, AckWait: time.Duration(s.AckWaitMs) * time.Millisecond,
 		MaxDeliver: int(s.MaxDeliver), MaxAckPending: int(s.MaxAckPending), DeadLetter: s.DeadLetter,
 		PositionPredicate: s.PositionPredicate, MaxInFlight: int(s.MaxInFlight)}
+	switch s.OnTruncated {
+	case pubsubpb.SubscribeStart_TRUNCATED_ERROR:
+	case pubsubpb.SubscribeStart_TRUNCATED_FIRST:
+		o.OnTruncated = OnTruncatedFirst
+	default:
+		o.OnTruncated = TruncatedPolicy(-1)
+	}
 	if p := s.Start; p != nil {
 		switch p.Kind {
 		case pubsubpb.StartPosition_NEW:

@@ -14,11 +14,15 @@ import (
 // OriginInfo is what a site stores of a topic from one origin.
 type OriginInfo struct {
 	Origin   string
-	Messages uint64
+	Messages uint64 // stored here now
 	LastSeq  uint64
-	Bytes    uint64
+	Bytes    uint64 // stored here now
 	// DeliveryFrontier: messages up to it may be delivered here.
 	DeliveryFrontier uint64
+	// Truncated: retention dropped every message up to it here (0:
+	// none). FirstSeq is the first one still stored (0: none), Dropped
+	// how many retention dropped.
+	Truncated, FirstSeq, Dropped uint64
 }
 
 // SubscriptionInfo describes a subscription: live at this site, stored, or
@@ -50,7 +54,12 @@ func (b *Broker) info(ctx context.Context, t *topicState) TopicInfo {
 	stats := b.store.stats(t.def.Name)
 	for _, o := range slices.Sorted(maps.Keys(stats)) {
 		st := stats[o]
-		oi := OriginInfo{Origin: o, Messages: st.Messages, LastSeq: st.LastSeq, Bytes: st.Bytes, DeliveryFrontier: st.LastSeq}
+		n, bytes := st.stored()
+		oi := OriginInfo{Origin: o, Messages: n, LastSeq: st.LastSeq, Bytes: bytes, DeliveryFrontier: st.LastSeq,
+			Truncated: st.Floor.Seq, Dropped: st.Floor.Messages}
+		if n > 0 {
+			oi.FirstSeq, _ = b.store.firstSeq(t.def.Name, o)
+		}
 		if t.delivery != "" {
 			if f, err := b.node.Frontier(ctx, stabilizer.StreamID{Origin: o, Name: Stream}, t.delivery); err == nil {
 				oi.DeliveryFrontier = min(oi.DeliveryFrontier, f.Seq)

@@ -19,7 +19,19 @@ type metrics struct {
 	live           *prometheus.GaugeVec
 	lag            *prometheus.HistogramVec
 	duplicates     prometheus.Counter
+	droppedMsgs    *prometheus.CounterVec
+	droppedBytes   *prometheus.CounterVec
+	truncated      *prometheus.GaugeVec
 }
+
+// Why retention dropped a message (the reason label).
+const (
+	reasonInterest       = "interest"
+	reasonWorkQueue      = "workqueue"
+	reasonMaxAge         = "max_age"
+	reasonLimitsMessages = "limits_messages"
+	reasonLimitsBytes    = "limits_bytes"
+)
 
 func newMetrics(reg prometheus.Registerer, site string) *metrics {
 	c := func(name, help string, labels ...string) *prometheus.CounterVec {
@@ -42,10 +54,15 @@ func newMetrics(reg prometheus.Registerer, site string) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"topic"}),
 		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "pubsub_duplicates_dropped_total",
 			Help: "Retried publishes whose message id this site had already stored, not stored again."}),
+		droppedMsgs: c("pubsub_retention_dropped_messages_total",
+			"Stored messages this site dropped by the topic's retention, by reason (limits_messages, limits_bytes, max_age, interest, workqueue).", "topic", "reason"),
+		droppedBytes: c("pubsub_retention_dropped_bytes_total", "Bytes of the stored messages this site dropped by the topic's retention.", "topic"),
+		truncated: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsub_stream_truncated_seq",
+			Help: "The seq up to which this site truncated the log of an origin's pub/sub stream (every site applied it)."}, []string{"origin"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.publishedMsgs, m.publishedBytes, m.receivedMsgs, m.delivered, m.acked, m.redelivered,
-			m.deadLettered, m.unacked, m.live, m.lag, m.duplicates)
+			m.deadLettered, m.unacked, m.live, m.lag, m.duplicates, m.droppedMsgs, m.droppedBytes, m.truncated)
 	}
 	return m
 }

@@ -274,9 +274,13 @@ func (s *Server) Subscribe(stream pubsubpb.PubSub_SubscribeServer) error {
 		<-closed
 		cancel()
 	}()
+	var failed error // why the subscription stopped, to tell the client
 	for {
 		ds, err := c.Next(dctx)
 		if err != nil {
+			if errors.Is(err, ErrTruncated) {
+				failed = err
+			}
 			break
 		}
 		out := &pubsubpb.Deliveries{Deliveries: make([]*pubsubpb.Delivery, len(ds))}
@@ -297,7 +301,7 @@ func (s *Server) Subscribe(stream pubsubpb.PubSub_SubscribeServer) error {
 	sendMu.Lock()
 	finished = true
 	sendMu.Unlock()
-	return nil
+	return toStatus(failed)
 }
 
 func (s *Server) acks(c *Consumer, as *pubsubpb.Acks) []*pubsubpb.AckError {
@@ -365,6 +369,8 @@ func toStatus(err error) error {
 		code = codes.InvalidArgument
 	case errors.Is(err, consumer.ErrUnknownDelivery), errors.Is(err, consumer.ErrExpired):
 		code = codes.FailedPrecondition
+	case errors.Is(err, ErrTruncated):
+		code = codes.OutOfRange
 	case errors.Is(err, ErrClosed), errors.Is(err, stabilizer.ErrStopped):
 		code = codes.Unavailable
 	}

@@ -1,12 +1,16 @@
 package pubsub
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/stabilizer/stabilizer/pubsub/pubsubclient"
 	"github.com/stabilizer/stabilizer/pubsub/pubsubpb"
@@ -105,4 +109,60 @@ func (s countingStream) RecvMsg(m any) error {
 		s.n.Add(1)
 	}
 	return err
+}
+
+// Over gRPC, a subscription behind what retention kept fails with
+// OUT_OF_RANGE (pubsubclient.ErrTruncated) naming what it asked for, at
+// Subscribe or, once a limit overtook it, at Next; OnTruncatedFirst
+// starts at the first retained message.
+func TestSDKBehindRetention(t *testing.T) {
+	c := newCluster(t, byHand, sites3...)
+	ctx := ctxT(t)
+	c.createTopic(t, us, Topic{Name: "jobs.events", Retention: Retention{MaxMessages: 2}})
+	cl, err := pubsubclient.Dial([]string{serve(t, c.broker(us))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	slow, err := cl.Subscribe(ctx, "jobs.events", pubsubclient.MaxAckPending(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks := publishN(t, c.broker(us), "jobs.events", 5, "ev")
+	m0, err := slow.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitStored(t, "jobs.events", us, acks[4].Seq, us)
+	c.retainAt(t, us)
+
+	_, err = cl.Subscribe(ctx, "jobs.events", pubsubclient.StartSeq(map[string]uint64{us: acks[0].Seq}))
+	if !errors.Is(err, pubsubclient.ErrTruncated) || status.Code(err) != codes.OutOfRange ||
+		!strings.Contains(err.Error(), fmt.Sprintf(`topic "jobs.events", origin %s: messages from seq %d were dropped up to %d; the first retained is %d`,
+			us, acks[0].Seq, acks[2].Seq, acks[3].Seq)) {
+		t.Fatalf("subscribe behind retention: %v", err)
+	}
+	first, err := cl.Subscribe(ctx, "jobs.events", pubsubclient.StartSeq(map[string]uint64{us: acks[0].Seq}), pubsubclient.OnTruncatedFirst())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ev-3", "ev-4"} {
+		m, err := first.Next(ctx)
+		if err != nil || string(m.Data) != want {
+			t.Fatalf("first retained: %v %v, want %s", m, err, want)
+		}
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// slow acks ev-0 and finds ev-1 gone.
+	if err := m0.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slow.Next(ctx); !errors.Is(err, pubsubclient.ErrTruncated) || !strings.Contains(err.Error(), `topic "jobs.events"`) {
+		t.Fatalf("overtaken subscription: %v", err)
+	}
 }

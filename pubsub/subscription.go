@@ -3,6 +3,8 @@ package pubsub
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -22,6 +24,24 @@ const (
 	StartLast                  // the last message of each origin, then new ones
 	StartSeq                   // per origin, from Seqs[origin] on (others: all)
 	StartTime                  // messages with an HLC at or after Time
+)
+
+// TruncatedPolicy says what a subscription does when the messages it was
+// to read next were dropped by retention at its site: a durable one that
+// resumes behind what the site retains, a start at a seq that is gone, or
+// a slow subscription that a topic's limits overtook.
+type TruncatedPolicy int
+
+// What a subscription may do about messages retention dropped.
+const (
+	// OnTruncatedError fails Subscribe, or the consumers' next Next, with
+	// a *TruncatedError naming the topic, the origin, the seq asked and
+	// the first retained one. The subscription's position stays where it
+	// was. The default.
+	OnTruncatedError TruncatedPolicy = iota
+	// OnTruncatedFirst goes on from the first retained message: the
+	// position passes the dropped ones as if they had been acked.
+	OnTruncatedFirst
 )
 
 // SubOptions describe a subscription. A durable one that exists resumes
@@ -46,6 +66,12 @@ type SubOptions struct {
 	PositionPredicate string
 	// MaxInFlight bounds this consumer's unacked deliveries; 0: MaxAckPending.
 	MaxInFlight int
+	// OnTruncated: what to do when retention dropped what the
+	// subscription reads next. Default OnTruncatedError. A start that
+	// names no seq (all, new, last, a time; an origin a start at seqs does
+	// not name) begins at what is retained, also when retention drops
+	// more before it read a message of the origin: that is no gap.
+	OnTruncated TruncatedPolicy
 }
 
 // Delivery is one message handed to a consumer.
@@ -84,6 +110,8 @@ type subscription struct {
 	key     subKey
 	durable bool
 	opts    SubOptions
+	resumed bool              // set by init: a durable one resumed from its stored position
+	skipped map[string]uint64 // set by init: the origins it started past dropped messages
 	wake    chan struct{}
 	done    chan struct{} // the pump ended
 	stored  chan struct{} // closed once the final position is stored
@@ -94,6 +122,7 @@ type subscription struct {
 		consumers map[consumer.ConsumerID]*Consumer
 		nextID    consumer.ConsumerID
 		cursors   map[string]uint64
+		read      map[string]bool                      // origins it offered (or passed) a message of
 		bodies    map[consumer.MsgID]*pubsubpb.Message // offered, not yet delivered
 		bodyBytes int                                  // their sizes, bounded by maxBodyBytes
 		// tail holds, per origin, messages the applier handed over as it
@@ -102,8 +131,9 @@ type subscription struct {
 		tail      map[string][]stored
 		tailBytes int
 		closing   bool
-		dirty     bool // the position changed since it was last stored
-		storing   bool // the broker's position writer is storing it
+		failed    error // why the subscription stopped delivering (retention overtook it)
+		dirty     bool  // the position changed since it was last stored
+		storing   bool  // the broker's position writer is storing it
 		storeErr  error
 	}
 }
@@ -136,7 +166,8 @@ func (c *Consumer) signal() {
 
 // checkSubOptions fills defaults and refuses bad options.
 func (b *Broker) checkSubOptions(ctx context.Context, o *SubOptions) error {
-	if _, err := b.knownTopic(o.Topic); err != nil {
+	t, err := b.knownTopic(o.Topic)
+	if err != nil {
 		return err
 	}
 	if o.Durable != "" {
@@ -172,6 +203,45 @@ func (b *Broker) checkSubOptions(ctx context.Context, o *SubOptions) error {
 	}
 	if o.Start < StartNew || o.Start > StartTime {
 		return fmt.Errorf("%w: unknown start %d", ErrBadSubscription, o.Start)
+	}
+	if o.OnTruncated != OnTruncatedError && o.OnTruncated != OnTruncatedFirst {
+		return fmt.Errorf("%w: unknown on_truncated %d", ErrBadSubscription, o.OnTruncated)
+	}
+	if t.def.Retention.Policy == pubsubpb.RetentionWorkQueue {
+		return b.checkWorkQueue(ctx, o)
+	}
+	return nil
+}
+
+// checkWorkQueue refuses what a work queue does not take: an ephemeral
+// subscription, or a second durable one. Its messages go once its durable
+// subscription acked them, so two would each miss what the other took.
+// Two sites that create different ones at once both succeed; retention
+// then waits for both.
+func (b *Broker) checkWorkQueue(ctx context.Context, o *SubOptions) error {
+	if o.Durable == "" {
+		return fmt.Errorf("%w: topic %q is a work queue: subscribe with a durable name (its consumers share the work)", ErrBadSubscription, o.Topic)
+	}
+	names := map[string]bool{}
+	b.mu.Lock()
+	for s := range b.mu.byTopic[o.Topic] {
+		if s.durable {
+			names[s.key.name] = true
+		}
+	}
+	b.mu.Unlock()
+	stored, err := b.storedSubscriptions(ctx, o.Topic)
+	if err != nil {
+		return fmt.Errorf("pubsub: subscribe to the work queue %q: read its subscriptions: %w", o.Topic, err)
+	}
+	for k := range stored {
+		names[k.name] = true
+	}
+	delete(names, o.Durable)
+	if len(names) > 0 {
+		other := slices.Sorted(maps.Keys(names))[0]
+		return fmt.Errorf("%w: topic %q is a work queue and has the durable subscription %q; a work queue takes one "+
+			"(subscribe to %q, or delete it first)", ErrBadSubscription, o.Topic, other, other)
 	}
 	return nil
 }
@@ -233,6 +303,7 @@ func (b *Broker) findSub(o SubOptions) (*subscription, bool, error) {
 		done: make(chan struct{}), stored: make(chan struct{})}
 	s.mu.consumers = map[consumer.ConsumerID]*Consumer{}
 	s.mu.cursors = map[string]uint64{}
+	s.mu.read = map[string]bool{}
 	s.mu.bodies = map[consumer.MsgID]*pubsubpb.Message{}
 	s.mu.tail = map[string][]stored{}
 	b.mu.subs[key] = s
@@ -286,6 +357,10 @@ func (s *subscription) init(ctx context.Context) error {
 		}
 	}
 	st := consumer.New(cfg, pos)
+	s.resumed = found
+	if err := s.startRetained(st, pos); err != nil {
+		return err
+	}
 	if s.durable {
 		s.b.log.Info("durable subscription starts here", "topic", s.key.topic, "subscription", s.key.name,
 			"resumed", found, "position", fmt.Sprint(pos))
@@ -294,6 +369,9 @@ func (s *subscription) init(ctx context.Context) error {
 	s.mu.st = st
 	for o, p := range pos {
 		s.mu.cursors[o] = p.Floor
+	}
+	for o, f := range s.skipped {
+		s.mu.cursors[o] = max(s.mu.cursors[o], f)
 	}
 	s.mu.Unlock()
 	if s.durable && !found {
@@ -304,6 +382,50 @@ func (s *subscription) init(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// startRetained moves a new state past what retention dropped here. A
+// position that asked for dropped messages (a resumed durable one, or a
+// start at a seq) fails with a *TruncatedError, unless OnTruncatedFirst;
+// every other start begins at what is retained.
+func (s *subscription) startRetained(st *consumer.State, pos consumer.Position) error {
+	s.skipped = map[string]uint64{}
+	for origin, ost := range s.b.store.stats(s.key.topic) {
+		f := ost.Floor.Seq
+		if f == 0 || pos[origin].Floor >= f {
+			continue
+		}
+		s.mu.Lock()
+		asked := !s.atRetainedLocked(origin)
+		s.mu.Unlock()
+		if asked && s.opts.OnTruncated != OnTruncatedFirst {
+			return s.truncatedError(origin, pos[origin].Floor, f)
+		}
+		if asked {
+			s.b.log.Info("subscription starts past messages retention dropped", "topic", s.key.topic, "subscription", s.key.name,
+				"origin", origin, "asked", pos[origin].Floor+1, "dropped_to", f)
+		}
+		st.Skip(origin, f)
+		s.skipped[origin] = f
+	}
+	return nil
+}
+
+// atRetainedLocked reports whether the subscription asked for no message
+// of origin in particular: it started at what is retained (all, new, last,
+// a time, or an origin a start at seqs does not name) and has read none
+// of origin's since. Retention dropping what it would have read first is
+// no gap then: it starts after, whatever OnTruncated says.
+func (s *subscription) atRetainedLocked(origin string) bool {
+	if s.resumed || s.mu.read[origin] {
+		return false
+	}
+	return s.opts.Start != StartSeq || s.opts.Seqs[origin] == 0
+}
+
+func (s *subscription) truncatedError(origin string, after, floor uint64) error {
+	first, _ := s.b.store.firstSeq(s.key.topic, origin)
+	return &TruncatedError{Topic: s.key.topic, Origin: origin, Asked: after + 1, Truncated: floor, FirstRetained: first}
 }
 
 // startPosition turns a start into per-origin floors.
@@ -379,6 +501,9 @@ func (c *Consumer) Next(ctx context.Context) ([]Delivery, error) {
 		if len(q) > 0 {
 			return q, nil
 		}
+		if err := c.s.failure(); err != nil {
+			return nil, err
+		}
 		if closed {
 			return nil, ErrClosed
 		}
@@ -387,6 +512,31 @@ func (c *Consumer) Next(ctx context.Context) ([]Delivery, error) {
 			return nil, ctx.Err()
 		case <-c.wake:
 		}
+	}
+}
+
+func (s *subscription) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.failed
+}
+
+// fail stops the subscription's deliveries here: its consumers' Next
+// returns err once they took what was queued. Its position stays; the
+// consumers close as usual.
+func (s *subscription) fail(err error) {
+	s.mu.Lock()
+	if s.mu.failed == nil {
+		s.mu.failed = err
+	}
+	cs := make([]*Consumer, 0, len(s.mu.consumers))
+	for _, c := range s.mu.consumers {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	s.b.log.Warn("subscription stops: retention dropped what it reads next", "topic", s.key.topic, "subscription", s.key.name, "error", err)
+	for _, c := range cs {
+		c.signal()
 	}
 }
 
@@ -513,9 +663,11 @@ func (s *subscription) pump() {
 			s.finish()
 			return
 		}
-		s.fill()
-		s.dispatch()
-		s.deadLetters()
+		if s.failure() == nil {
+			s.fill()
+			s.dispatch()
+			s.deadLetters()
+		}
 		now := s.b.cfg.Now()
 		wait := time.Hour
 		if d, ok := s.nextDeadline(); ok {
@@ -583,12 +735,15 @@ func (s *subscription) fillOrigin(origin string, upTo uint64) {
 		return
 	}
 	var batch []stored
-	err := s.b.store.scan(s.key.topic, origin, after, upTo, room, func(m stored) bool {
+	floor, err := s.b.store.read(s.key.topic, origin, after, upTo, room, func(m stored) bool {
 		batch = append(batch, m)
 		return true
 	})
 	if err != nil {
 		s.b.log.Warn("read messages", "topic", s.key.topic, "origin", origin, "error", err)
+		return
+	}
+	if floor.Seq > after && !s.overtaken(origin, after, floor.Seq) {
 		return
 	}
 	now := s.b.cfg.Now()
@@ -601,6 +756,30 @@ func (s *subscription) fillOrigin(origin string, upTo uint64) {
 	}
 }
 
+// overtaken handles messages retention dropped before the subscription
+// read them (read from the snapshot the batch came from, so the batch
+// holds only messages above floor): it moves past them, or fails the
+// subscription, as OnTruncated says; true when the pump goes on.
+func (s *subscription) overtaken(origin string, after, floor uint64) bool {
+	s.mu.Lock()
+	asked := !s.atRetainedLocked(origin)
+	s.mu.Unlock()
+	if asked && s.opts.OnTruncated != OnTruncatedFirst {
+		s.fail(s.truncatedError(origin, after, floor))
+		return false
+	}
+	s.mu.Lock()
+	s.mu.st.Skip(origin, floor)
+	s.mu.cursors[origin] = floor
+	s.mu.dirty = true
+	s.mu.Unlock()
+	if asked {
+		s.b.log.Info("subscription skips messages retention dropped before it read them", "topic", s.key.topic,
+			"subscription", s.key.name, "origin", origin, "from", after+1, "to", floor)
+	}
+	return true
+}
+
 // fillFromTail offers what the applier handed over, up to upTo; it says
 // whether storage may hold more to read (the tail is empty).
 func (s *subscription) fillFromTail(origin string, upTo uint64) bool {
@@ -608,6 +787,15 @@ func (s *subscription) fillFromTail(origin string, upTo uint64) bool {
 	defer s.mu.Unlock()
 	tail := s.mu.tail[origin]
 	if len(tail) == 0 {
+		return true
+	}
+	if s.b.store.statsOf(s.key.topic, origin).Floor.Seq > s.mu.cursors[origin] {
+		// Retention dropped messages the subscription had not offered:
+		// storage says which, and what to do is overtaken's.
+		for _, m := range tail {
+			s.mu.tailBytes -= m.Size
+		}
+		delete(s.mu.tail, origin)
 		return true
 	}
 	now := s.b.cfg.Now()
@@ -638,12 +826,14 @@ func (s *subscription) offerLocked(m stored, now time.Time) bool {
 	id := consumer.MsgID{Origin: m.Origin, Seq: m.Seq}
 	if s.mu.st.Acked(id) {
 		s.mu.cursors[m.Origin] = m.Seq
+		s.mu.read[m.Origin] = true
 		return true
 	}
 	if err := s.mu.st.Offer(id, now); err != nil {
 		return false
 	}
 	s.mu.cursors[m.Origin] = m.Seq
+	s.mu.read[m.Origin] = true
 	if n := len(m.Msg.Data); s.mu.bodyBytes+n <= maxBodyBytes {
 		s.mu.bodies[id] = m.Msg
 		s.mu.bodyBytes += n
@@ -711,8 +901,12 @@ func (s *subscription) dispatch() {
 	for _, d := range missing {
 		// A redelivery: read the message again rather than keep every
 		// unacked body in memory.
-		body := s.read(d.Msg)
+		body, err := s.read(d.Msg)
+		if err != nil {
+			continue // it stays in flight: redelivered after the ack wait
+		}
 		if body == nil {
+			s.gone(d.Msg)
 			continue
 		}
 		s.mu.Lock()
@@ -742,7 +936,8 @@ func (s *subscription) dispatch() {
 	s.b.metrics.unacked.WithLabelValues(topic, label).Set(float64(st.Pending))
 }
 
-func (s *subscription) read(id consumer.MsgID) *pubsubpb.Message {
+// read reads one message again; nil without an error when it is gone.
+func (s *subscription) read(id consumer.MsgID) (*pubsubpb.Message, error) {
 	var out *pubsubpb.Message
 	err := s.b.store.scan(s.key.topic, id.Origin, id.Seq-1, id.Seq, 1, func(m stored) bool {
 		out = m.Msg
@@ -751,7 +946,21 @@ func (s *subscription) read(id consumer.MsgID) *pubsubpb.Message {
 	if err != nil {
 		s.b.log.Warn("read message", "topic", s.key.topic, "origin", id.Origin, "seq", id.Seq, "error", err)
 	}
-	return out
+	return out, err
+}
+
+// gone ends a pending message that retention dropped after it was
+// offered: its delivery cannot be made again, so it counts as resolved.
+func (s *subscription) gone(id consumer.MsgID) {
+	s.mu.Lock()
+	err := s.mu.st.Drop(id)
+	s.mu.dirty = true
+	s.mu.Unlock()
+	s.signal() // it made room
+	if err == nil {
+		s.b.log.Warn("retention dropped a message its subscription had not acked; it is not delivered again",
+			"topic", s.key.topic, "subscription", s.key.name, "origin", id.Origin, "seq", id.Seq)
+	}
 }
 
 // deadLetters publishes messages past their last delivery to the
@@ -762,8 +971,12 @@ func (s *subscription) deadLetters() {
 	s.mu.Unlock()
 	for _, dl := range dls {
 		if s.opts.DeadLetter != "" {
-			body := s.read(dl.Msg)
+			body, err := s.read(dl.Msg)
+			if err != nil {
+				continue
+			}
 			if body == nil {
+				s.gone(dl.Msg)
 				continue
 			}
 			h := map[string]string{}
@@ -775,8 +988,7 @@ func (s *subscription) deadLetters() {
 			h[pubsubpb.HeaderDeadLetterSeq] = strconv.FormatUint(dl.Msg.Seq, 10)
 			h[pubsubpb.HeaderDeadLetterDeliveries] = strconv.Itoa(dl.Deliveries)
 			id := "dl:" + s.key.topic + ":" + s.key.name + ":" + dl.Msg.Origin + ":" + strconv.FormatUint(dl.Msg.Seq, 10)
-			_, err := s.b.Publish(s.b.ctx, Message{Topic: s.opts.DeadLetter, Data: body.Data, Headers: h, ID: id}, 0)
-			if err != nil {
+			if _, err := s.b.Publish(s.b.ctx, Message{Topic: s.opts.DeadLetter, Data: body.Data, Headers: h, ID: id}, 0); err != nil {
 				s.b.log.Warn("dead-letter publish failed; the message stays pending", "topic", s.key.topic, "dead_letter", s.opts.DeadLetter, "error", err)
 				continue
 			}

@@ -3,6 +3,7 @@ package pubsub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -30,16 +31,75 @@ type Topic struct {
 	Delivery string `json:"delivery,omitempty"`
 	// MaxMessageBytes bounds data plus headers. Default 1 MiB.
 	MaxMessageBytes uint64 `json:"max_message_bytes"`
-	// Retention is "all" (the default, and the only policy honoured today).
+	// Retention says what each site keeps of the topic.
 	Retention Retention `json:"retention"`
 }
 
-// Retention says what a topic keeps.
+// Retention says what each site keeps of a topic (see the package
+// documentation, "Retention"). Policy says when a message may go besides
+// the limits: "limits" (the default) never; "interest" once every durable
+// subscription (and every subscription live at the site) acked it, at
+// once when there is none, as in NATS JetStream; "workqueue" once its one
+// durable subscription acked it, never while there is none. The limits
+// apply under every policy, per topic across origins: past one, the oldest
+// messages by HLC go. A zero limit is none.
 type Retention struct {
-	Policy      string        `json:"policy"`
-	MaxMessages uint64        `json:"max_messages,omitempty"`
-	MaxBytes    uint64        `json:"max_bytes,omitempty"`
-	MaxAge      time.Duration `json:"max_age,omitempty"`
+	Policy string `json:"policy"`
+	// MaxMessages bounds the messages stored per site.
+	MaxMessages uint64 `json:"max_messages,omitempty"`
+	// MaxBytes bounds their bytes as stored (data, headers and id,
+	// encoded); at least MaxMessageBytes.
+	MaxBytes uint64 `json:"max_bytes,omitempty"`
+	// MaxAge drops messages whose HLC (their publication at the origin) is
+	// older than this by the site's clock; 0 or at least 1ms.
+	MaxAge time.Duration `json:"max_age,omitempty"`
+}
+
+// canonicalPolicy is the policy a name means: "" and the former "all" are
+// limits.
+func canonicalPolicy(p string) string {
+	if p == "" || p == pubsubpb.RetentionAll {
+		return pubsubpb.RetentionLimits
+	}
+	return p
+}
+
+// check fills the default policy and reports every bad field.
+func (r *Retention) check(maxMessageBytes uint64) error {
+	var bad []string
+	r.Policy = canonicalPolicy(r.Policy)
+	switch r.Policy {
+	case pubsubpb.RetentionLimits, pubsubpb.RetentionInterest, pubsubpb.RetentionWorkQueue:
+	default:
+		bad = append(bad, fmt.Sprintf("retention.policy %q is unknown (known: limits, interest, workqueue)", r.Policy))
+	}
+	switch {
+	case r.MaxAge < 0:
+		bad = append(bad, fmt.Sprintf("retention.max_age %v is negative", r.MaxAge))
+	case r.MaxAge > 0 && r.MaxAge < time.Millisecond:
+		bad = append(bad, fmt.Sprintf("retention.max_age %v is below 1ms", r.MaxAge))
+	}
+	if r.MaxBytes != 0 && r.MaxBytes < maxMessageBytes {
+		bad = append(bad, fmt.Sprintf("retention.max_bytes %d is below max_message_bytes %d: one message could exceed it", r.MaxBytes, maxMessageBytes))
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+func (r Retention) String() string {
+	s := r.Policy
+	if r.MaxMessages != 0 {
+		s += fmt.Sprintf(", max %d messages", r.MaxMessages)
+	}
+	if r.MaxBytes != 0 {
+		s += fmt.Sprintf(", max %d bytes", r.MaxBytes)
+	}
+	if r.MaxAge != 0 {
+		s += fmt.Sprintf(", max age %v", r.MaxAge)
+	}
+	return s
 }
 
 // topicRecord is a topic as the KV holds it.
@@ -91,16 +151,8 @@ func (b *Broker) normalize(ctx context.Context, t *Topic) error {
 	if t.MaxMessageBytes > MaxMessageBytes {
 		return fmt.Errorf("%w: topic %q: max message bytes %d is above the site's limit %d", ErrBadTopic, t.Name, t.MaxMessageBytes, MaxMessageBytes)
 	}
-	switch t.Retention.Policy {
-	case "", "all":
-		t.Retention.Policy = "all"
-		if t.Retention.MaxMessages != 0 || t.Retention.MaxBytes != 0 || t.Retention.MaxAge != 0 {
-			return fmt.Errorf("%w: topic %q: retention limits need policy \"limits\", which is not supported yet", ErrRetention, t.Name)
-		}
-	case "limits", "interest", "work_queue":
-		return fmt.Errorf("%w: topic %q: policy %q is not supported yet: every message is kept (policy \"all\") until retention lands", ErrRetention, t.Name, t.Retention.Policy)
-	default:
-		return fmt.Errorf("%w: topic %q: unknown policy %q (known: all, limits, interest, work_queue)", ErrRetention, t.Name, t.Retention.Policy)
+	if err := t.Retention.check(t.MaxMessageBytes); err != nil {
+		return fmt.Errorf("%w: topic %q: %v", ErrRetention, t.Name, err)
 	}
 	return nil
 }
@@ -115,8 +167,8 @@ func (b *Broker) CreateTopic(ctx context.Context, t Topic) (TopicInfo, error) {
 		if cur.def.Topic == t {
 			return b.info(ctx, cur), nil
 		}
-		return TopicInfo{}, fmt.Errorf("%w: %q, with publish-ack %q and delivery %q (delete it first to change it)",
-			ErrTopicExists, t.Name, cur.def.PublishAck, cur.def.Delivery)
+		return TopicInfo{}, fmt.Errorf("%w: %q, with publish-ack %q, delivery %q and retention %s (delete it first to change it)",
+			ErrTopicExists, t.Name, cur.def.PublishAck, cur.def.Delivery, cur.def.Retention)
 	}
 	rec := topicRecord{Topic: t, CreatedAt: b.node.Site()}
 	val, err := json.Marshal(rec)
@@ -131,8 +183,9 @@ func (b *Broker) CreateTopic(ctx context.Context, t Topic) (TopicInfo, error) {
 	return b.info(ctx, b.learnTopic(rec, res.HLC, res.Origin)), nil
 }
 
-// DeleteTopic removes a topic's definition everywhere. Its messages stay
-// (retention is not there yet); publishing to it fails.
+// DeleteTopic removes a topic's definition everywhere; publishing to it
+// fails. The messages sites stored stay: retention runs on the topics a
+// site knows.
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	if _, ok := b.topic(name); !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, name)
@@ -204,5 +257,6 @@ func (b *Broker) applyTopicVersion(v kv.Version) {
 		return
 	}
 	rec.Created = v.HLC
+	rec.Retention.Policy = canonicalPolicy(rec.Retention.Policy) // written as "all" by earlier releases
 	b.learnTopic(rec, v.HLC, v.Origin)
 }

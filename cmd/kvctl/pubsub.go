@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -95,6 +96,8 @@ func (r *remote) explainPubSub(err error, topic string) error {
 		return fmt.Errorf("%s (waited up to --timeout %s)", e.Msg, r.timeout)
 	case errors.Is(err, pubsubclient.ErrUnavailable):
 		return fmt.Errorf("lost the site at %s: %s (--endpoint lists the sites to fail over to)", siteOf(e), e.Msg)
+	case errors.Is(err, pubsubclient.ErrTruncated):
+		return fmt.Errorf("%s at %s (kvctl sub --on-truncated first starts at the first retained message)", e.Msg, siteOf(e))
 	}
 	return r.explain(err)
 }
@@ -158,20 +161,32 @@ may deliver a message (default: once that site persisted it).
 	}
 	var def pubsubclient.Topic
 	create := &cobra.Command{
-		Use:   "create NAME [--publish-ack P] [--delivery P] [--max-message-bytes N] [--retention all]",
+		Use:   "create NAME [--publish-ack P] [--delivery P] [--max-message-bytes N] [--retention limits|interest|workqueue] [--max-messages N] [--max-bytes N] [--max-age D]",
 		Short: "Define a topic at every site",
 		Long: `Define topic NAME. Creating it again with the same definition succeeds and changes
-nothing; with another definition it fails.`,
+nothing; with another definition it fails.
+
+Retention says what each site keeps of the topic: --retention limits (the default) drops only
+past the limits; interest also drops a message once every durable subscription acked it (at
+once when there is none); workqueue once its one durable subscription acked it (a second one is
+refused). --max-messages, --max-bytes (at least --max-message-bytes) and --max-age bound what
+each site stores under every policy, dropping the topic's oldest messages across origins;
+0 is no limit. Sites drop on their own, at slightly different times.`,
 		Example: `  kvctl topic create orders
   kvctl topic create jobs --publish-ack all --delivery majority
-  kvctl topic create metrics --publish-ack audience --max-message-bytes 65536 -o json`,
+  kvctl topic create jobs.events --retention interest --max-age 24h
+  kvctl topic create jobs.queue --retention workqueue --max-messages 100000
+  kvctl topic create metrics --publish-ack audience --max-message-bytes 65536 --max-bytes 67108864 -o json`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			def.Name = args[0]
 			switch def.Retention.Policy {
-			case "", "all", "limits", "interest", "work_queue":
+			case "", pubsubpb.RetentionLimits, pubsubpb.RetentionInterest, pubsubpb.RetentionWorkQueue:
 			default:
-				return usageError{fmt.Errorf("--retention %q: unknown policy (known: all; limits, interest and work_queue are refused until sites honour them)", def.Retention.Policy)}
+				return usageError{fmt.Errorf("--retention %q: unknown policy (known: limits, interest, workqueue)", def.Retention.Policy)}
+			}
+			if def.Retention.MaxAge < 0 || (def.Retention.MaxAge > 0 && def.Retention.MaxAge < time.Millisecond) {
+				return usageError{fmt.Errorf("--max-age %s: want 0 (no limit) or at least 1ms", def.Retention.MaxAge)}
 			}
 			c, err := r.pubsub("text", "json", "table")
 			if err != nil {
@@ -190,10 +205,13 @@ nothing; with another definition it fails.`,
 	create.Flags().StringVar(&def.PublishAck, "publish-ack", "", "predicate a publish waits for: a name, an inline predicate or audience (default majority)")
 	create.Flags().StringVar(&def.Delivery, "delivery", "", "predicate a subscriber's site waits for before delivering (default: persisted there)")
 	create.Flags().Uint64Var(&def.MaxMessageBytes, "max-message-bytes", 0, "bound on data plus headers (0: 1 MiB)")
-	create.Flags().StringVar(&def.Retention.Policy, "retention", "", "what the topic keeps: all, the default (the only policy sites honour today)")
+	create.Flags().StringVar(&def.Retention.Policy, "retention", "", "when a message may go besides the limits: limits (never; the default), interest or workqueue")
+	create.Flags().Uint64Var(&def.Retention.MaxMessages, "max-messages", 0, "messages each site keeps at most (0: no limit)")
+	create.Flags().Uint64Var(&def.Retention.MaxBytes, "max-bytes", 0, "bytes each site keeps at most, at least --max-message-bytes (0: no limit)")
+	create.Flags().DurationVar(&def.Retention.MaxAge, "max-age", 0, "age past which each site drops a message, by its HLC (0: no limit)")
 	_ = create.RegisterFlagCompletionFunc("publish-ack", fixedCompletion(append(predicateNames, pubsubpb.Audience)...))
 	_ = create.RegisterFlagCompletionFunc("delivery", fixedCompletion(predicateNames...))
-	_ = create.RegisterFlagCompletionFunc("retention", fixedCompletion("all"))
+	_ = create.RegisterFlagCompletionFunc("retention", fixedCompletion(pubsubpb.RetentionLimits, pubsubpb.RetentionInterest, pubsubpb.RetentionWorkQueue))
 
 	list := &cobra.Command{
 		Use:     "list",
@@ -216,14 +234,16 @@ nothing; with another definition it fails.`,
 				return writeJSON(cmd.OutOrStdout(), ts)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "TOPIC\tPUBLISH-ACK\tDELIVERY\tORIGINS\tMESSAGES\tSUBSCRIPTIONS")
+			fmt.Fprintln(w, "TOPIC\tPUBLISH-ACK\tDELIVERY\tRETENTION\tORIGINS\tMESSAGES\tBYTES\tSUBSCRIPTIONS")
 			for _, t := range ts {
-				var n uint64
+				var n, bytes uint64
 				for _, o := range t.Origins {
 					n += o.Messages
+					bytes += o.Bytes
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\n", t.Topic.Name, orDefault(t.Topic.PublishAck, pubsubpb.DefaultPublishAck),
-					orDefault(t.Topic.Delivery, "persisted here"), len(t.Origins), n, len(t.Subscriptions))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", t.Topic.Name, orDefault(t.Topic.PublishAck, pubsubpb.DefaultPublishAck),
+					orDefault(t.Topic.Delivery, "persisted here"), orDefault(t.Topic.Retention.Policy, pubsubpb.RetentionLimits),
+					len(t.Origins), n, bytes, len(t.Subscriptions))
 			}
 			return w.Flush()
 		},
@@ -253,8 +273,8 @@ nothing; with another definition it fails.`,
 	del := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a topic's definition at every site",
-		Long: `Delete topic NAME everywhere: publishing to it fails from then on. Its messages stay
-until retention removes them.`,
+		Long: `Delete topic NAME everywhere: publishing to it fails from then on. The messages the
+sites stored stay.`,
 		Example:           `  kvctl topic delete orders`,
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: r.completeTopics,
@@ -283,6 +303,22 @@ until retention removes them.`,
 	return topic
 }
 
+// retentionText is a topic's retention on one line: the policy, then the
+// limits set.
+func retentionText(r pubsubclient.Retention) string {
+	parts := []string{orDefault(r.Policy, pubsubpb.RetentionLimits)}
+	if r.MaxMessages != 0 {
+		parts = append(parts, fmt.Sprintf("max %d messages", r.MaxMessages))
+	}
+	if r.MaxBytes != 0 {
+		parts = append(parts, fmt.Sprintf("max %d bytes", r.MaxBytes))
+	}
+	if r.MaxAge != 0 {
+		parts = append(parts, "max age "+r.MaxAge.String())
+	}
+	return strings.Join(parts, ", ")
+}
+
 func orDefault(s, def string) string {
 	if s == "" {
 		return def
@@ -305,14 +341,18 @@ func printTopic(w io.Writer, format string, t pubsubclient.TopicInfo) error {
 	fmt.Fprintf(tw, "publish-ack\t%s\n", orDefault(d.PublishAck, pubsubpb.DefaultPublishAck))
 	fmt.Fprintf(tw, "delivery\t%s\n", orDefault(d.Delivery, "persisted here"))
 	fmt.Fprintf(tw, "max message\t%d bytes\n", maxBytes)
-	fmt.Fprintf(tw, "retention\t%s\n", orDefault(d.Retention.Policy, "all"))
+	fmt.Fprintf(tw, "retention\t%s\n", retentionText(d.Retention))
 	if len(t.Audience) > 0 || t.AudienceVersion > 0 {
 		fmt.Fprintf(tw, "audience\t%s (version %d)\n", orDefault(strings.Join(t.Audience, ", "), "nobody"), t.AudienceVersion)
 	}
 	if len(t.Origins) > 0 {
-		fmt.Fprintln(tw, "\nORIGIN\tMESSAGES\tLAST SEQ\tDELIVERY FRONTIER")
+		fmt.Fprintln(tw, "\nORIGIN\tMESSAGES\tBYTES\tFIRST SEQ\tLAST SEQ\tDELIVERY FRONTIER\tDROPPED")
 		for _, o := range t.Origins {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", o.Origin, o.Messages, o.LastSeq, o.DeliveryFrontier)
+			first := "-"
+			if o.FirstSeq != 0 {
+				first = strconv.FormatUint(o.FirstSeq, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%d\n", o.Origin, o.Messages, o.Bytes, first, o.LastSeq, o.DeliveryFrontier, o.Dropped)
 		}
 	}
 	if len(t.Subscriptions) > 0 {

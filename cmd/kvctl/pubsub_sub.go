@@ -19,12 +19,12 @@ import (
 const startHelp = "all, new, last, seq:ORIGIN=N,... or time:RFC3339"
 
 func newSubCmd(g *globals, r *remote) *cobra.Command {
-	var durable, start, deadLetter string
+	var durable, start, deadLetter, onTruncated string
 	var count, maxDeliver int
 	var ack, noAck bool
 	var ackWait time.Duration
 	cmd := &cobra.Command{
-		Use:   "sub TOPIC [--durable NAME] [--start all|new|last|seq:ORIGIN=N,...|time:RFC3339] [--count N] [--no-ack]",
+		Use:   "sub TOPIC [--durable NAME] [--start all|new|last|seq:ORIGIN=N,...|time:RFC3339] [--on-truncated error|first] [--count N] [--no-ack]",
 		Short: "Print a topic's messages as they arrive, acking each",
 		Long: `Subscribe to TOPIC and print its messages as the site delivers them: every origin's
 messages in that origin's order, no order across origins. Each message is acked once printed
@@ -42,6 +42,11 @@ stored at the sites: running the command again, at any site, resumes after what 
   last                   the last message of each origin, then new ones
   seq:ORIGIN=N,...       from seq N on for each origin named, every message of the others
   time:RFC3339           messages with an HLC at or after that time
+
+--on-truncated says what to do when the site's retention dropped what the subscription reads
+next (a durable one resuming behind what is kept, a seq that is gone, a slow reader overtaken by
+a limit): error (the default) stops with what was asked and what is kept, first goes on from the
+first message kept.
 
 -o text prints each message's data, -o table a line per message with its origin, seq, HLC and
 delivery attempt, -o json one JSON object a line.
@@ -78,6 +83,13 @@ delivery attempt, -o json one JSON object a line.
 			}
 			if deadLetter != "" {
 				opts = append(opts, pubsubclient.DeadLetter(deadLetter))
+			}
+			switch onTruncated {
+			case "error":
+			case "first":
+				opts = append(opts, pubsubclient.OnTruncatedFirst())
+			default:
+				return usageError{fmt.Errorf("--on-truncated %q: want error or first", onTruncated)}
 			}
 			c, err := r.pubsub("text", "json", "table")
 			if err != nil {
@@ -134,6 +146,8 @@ delivery attempt, -o json one JSON object a line.
 	f.DurationVar(&ackWait, "ack-wait", 0, "how long a delivery waits for its ack before it is delivered again (0: 30s)")
 	f.IntVar(&maxDeliver, "max-deliver", 0, "deliveries of a message before it goes to --dead-letter (0: unlimited)")
 	f.StringVar(&deadLetter, "dead-letter", "", "topic that gets the messages past --max-deliver")
+	f.StringVar(&onTruncated, "on-truncated", "error", "when retention dropped what the subscription reads next: error, or first (start at the first message kept)")
+	_ = cmd.RegisterFlagCompletionFunc("on-truncated", fixedCompletion("error", "first"))
 	_ = cmd.RegisterFlagCompletionFunc("start", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"all", "new", "last", "seq:", "time:"}, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 	})

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stabilizer/stabilizer/pubsub/pubsubclient/pubsubclienttest"
+	"github.com/stabilizer/stabilizer/pubsub/pubsubpb"
 )
 
 // pubsubCase is one kvctl run against fake sites: its arguments, its
@@ -87,28 +88,33 @@ func TestTopicCommands(t *testing.T) {
 publish-ack  majority
 delivery     persisted here
 max message  1048576 bytes
-retention    all
+retention    limits
 `},
 		{args: []string{"topic", "create", "orders"}, stdout: `topic orders, .*`},
 		{args: []string{"topic", "create", "orders", "--publish-ack", "all"}, code: 1,
 			stderr: "kvctl: topic orders exists with another definition (publish_ack majority, delivery \"\"): see it with kvctl topic inspect orders"},
 		{args: []string{"topic", "create", "jobs", "--publish-ack", "audience", "--delivery", "majority", "--max-message-bytes", "64", "-o", "json"},
-			stdout: `\{"topic":\{"name":"jobs","publish_ack":"audience","delivery":"majority","max_message_bytes":64,"retention":\{"policy":"all"\}\},"created_at":"us-east-1",.*\}
+			stdout: `\{"topic":\{"name":"jobs","publish_ack":"audience","delivery":"majority","max_message_bytes":64,"retention":\{"policy":"limits"\}\},"created_at":"us-east-1",.*\}
 `},
-		{args: []string{"topic", "create", "x", "--retention", "forever"}, code: 2, stderr: `--retention "forever": unknown policy`},
-		{args: []string{"topic", "create", "x", "--retention", "limits"}, code: 1, stderr: `retention policy "limits" is not honoured yet`},
+		{args: []string{"topic", "create", "jobs.queue", "--retention", "workqueue", "--max-messages", "1000", "--max-bytes", "67108864", "--max-age", "24h"},
+			stdout: `topic jobs.queue, .*
+retention    workqueue, max 1000 messages, max 67108864 bytes, max age 24h0m0s
+`},
+		{args: []string{"topic", "create", "x", "--retention", "forever"}, code: 2, stderr: `--retention "forever": unknown policy (known: limits, interest, workqueue)`},
+		{args: []string{"topic", "create", "x", "--max-age", "1us"}, code: 2, stderr: `--max-age 1µs: want 0 (no limit) or at least 1ms`},
 		{args: []string{"topic", "create"}, code: 2, stderr: "takes 1 argument(s) (NAME), got 0"},
-		{args: []string{"topic", "list"}, stdout: `TOPIC   PUBLISH-ACK  DELIVERY        ORIGINS  MESSAGES  SUBSCRIPTIONS
-jobs    audience     majority        0        0         0
-orders  majority     persisted here  0        0         0
+		{args: []string{"topic", "list"}, stdout: `TOPIC       PUBLISH-ACK  DELIVERY        RETENTION  ORIGINS  MESSAGES  BYTES  SUBSCRIPTIONS
+jobs        audience     majority        limits     0        0         0      0
+jobs.queue  majority     persisted here  workqueue  0        0         0      0
+orders      majority     persisted here  limits     0        0         0      0
 `},
 		{args: []string{"topic", "list", "-o", "json"}, stdout: `\[\{"topic":\{"name":"jobs".*\},\{"topic":\{"name":"orders".*\}\]
 `},
 		{args: []string{"topic", "list", "-o", "yaml"}, code: 2, stderr: "unknown output format"},
 		{args: []string{"pub", "orders", "m"}, stdout: "OK us-east-1/pubsub seq 1\n"},
 		{args: []string{"topic", "inspect", "orders", "-o", "table"}, stdout: `topic orders, .*
-ORIGIN     MESSAGES  LAST SEQ  DELIVERY FRONTIER
-us-east-1  1         1         2
+ORIGIN     MESSAGES  BYTES  FIRST SEQ  LAST SEQ  DELIVERY FRONTIER  DROPPED
+us-east-1  1         1      1          1         2                  0
 `},
 		{args: []string{"topic", "inspect", "nope"}, code: 1,
 			stderr: `kvctl: topic "nope" does not exist at ` + site.Addr + `: create it with kvctl topic create nope`},
@@ -193,7 +199,12 @@ us-east-1               3  ` + hlc + `\s+1  -                k=v c
 		{args: []string{"sub", "orders", "--dead-letter", "orders"}, code: 1, stderr: "a topic cannot be its own dead-letter topic"},
 		{args: []string{"sub", "nope", "--count", "1"}, code: 1, stderr: `topic "nope" does not exist at ` + site.Addr + `: create it with kvctl topic create nope`},
 		{args: []string{"sub", "orders", "-o", "yaml"}, code: 2, stderr: "unknown output format"},
+		{args: []string{"sub", "orders", "--on-truncated", "never"}, code: 2, stderr: `--on-truncated "never": want error or first`},
+		{args: []string{"sub", "orders", "--start", "all", "--on-truncated", "first", "--count", "1"}, stdout: "a\n"},
 	})
+	if starts := site.Starts(); starts[len(starts)-1].OnTruncated != pubsubpb.SubscribeStart_TRUNCATED_FIRST {
+		t.Errorf("--on-truncated first sent %v", starts[len(starts)-1])
+	}
 	acks := 0
 	for _, a := range site.Acks() {
 		if a.Kind == 0 {
@@ -202,8 +213,8 @@ us-east-1               3  ` + hlc + `\s+1  -                k=v c
 	}
 	// One per message printed, but for the --no-ack run's; a Close per
 	// run that subscribed.
-	if acks != 9 || site.Closes() != 9 {
-		t.Errorf("the site got %d acks and %d closes, want 9 and 9", acks, site.Closes())
+	if acks != 10 || site.Closes() != 10 {
+		t.Errorf("the site got %d acks and %d closes, want 10 and 10", acks, site.Closes())
 	}
 	if got := cl.Position("orders", "d"); got != "us-east-1:0+1,2,3" {
 		t.Errorf("durable position %s", got)

@@ -77,7 +77,8 @@ func TestTopics(t *testing.T) {
 	_, ss := fakes(t, "us-east-1")
 	c := dial(t, ss)
 	ctx := testCtx(t)
-	def := Topic{Name: "orders", PublishAck: "all", MaxMessageBytes: 1000, Retention: Retention{Policy: "all"}}
+	def := Topic{Name: "orders", PublishAck: "all", MaxMessageBytes: 1000,
+		Retention: Retention{Policy: "interest", MaxMessages: 100, MaxBytes: 4096, MaxAge: time.Hour}}
 	info, err := c.CreateTopic(ctx, def)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestTopics(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := c.GetTopic(ctx, "orders")
-	if err != nil || len(got.Origins) != 1 || got.Origins[0] != (OriginStats{Origin: "us-east-1", Messages: 1, LastSeq: 1, DeliveryFrontier: 2}) {
+	if err != nil || len(got.Origins) != 1 || got.Origins[0] != (OriginStats{Origin: "us-east-1", Messages: 1, LastSeq: 1, DeliveryFrontier: 2, Bytes: 1, FirstSeq: 1}) {
 		t.Fatalf("get: %+v, %v", got, err)
 	}
 	if err := c.DeleteTopic(ctx, "orders"); err != nil {
@@ -176,7 +177,8 @@ func TestErrors(t *testing.T) {
 		{codes.InvalidArgument, "1:3: unknown name majorty", ErrInvalid},
 		{codes.DeadlineExceeded, "publish-ack predicate majority: acks got to seq 3", ErrTimeout},
 		{codes.FailedPrecondition, "durable d is in use with another ack wait", ErrConflict},
-		{codes.Unimplemented, "retention limits is not honoured yet", ErrUnsupported},
+		{codes.Unimplemented, "not here", ErrUnsupported},
+		{codes.OutOfRange, `pubsub: position dropped by retention: topic "orders", origin us-east-1: ...`, ErrTruncated},
 		{codes.PermissionDenied, "no", ErrPermission},
 		{codes.Unauthenticated, "no certificate", ErrPermission},
 	} {

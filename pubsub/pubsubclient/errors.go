@@ -42,9 +42,14 @@ var (
 	// ErrLimit: a limit of the site other than message size was reached
 	// (ResourceExhausted).
 	ErrLimit = errors.New("pubsub: limit reached")
-	// ErrUnsupported: the site does not implement the request, e.g. a
-	// retention policy other than "all" (Unimplemented).
+	// ErrUnsupported: the site does not implement the request
+	// (Unimplemented).
 	ErrUnsupported = errors.New("pubsub: not supported by the site")
+	// ErrTruncated: retention at the site dropped the messages the
+	// subscription was to read next (OutOfRange); the message names the
+	// topic, the origin, the seq asked and the first retained one.
+	// Subscribe with OnTruncatedFirst to start there instead.
+	ErrTruncated = errors.New("pubsub: position dropped by retention")
 	// ErrPermission: the site refused the client (PermissionDenied,
 	// Unauthenticated).
 	ErrPermission = errors.New("pubsub: permission denied")
@@ -99,6 +104,8 @@ func sentinel(code codes.Code, msg string, notFound error) error {
 		return ErrConflict
 	case codes.Unimplemented:
 		return ErrUnsupported
+	case codes.OutOfRange:
+		return ErrTruncated
 	case codes.PermissionDenied, codes.Unauthenticated:
 		return ErrPermission
 	case codes.Canceled:

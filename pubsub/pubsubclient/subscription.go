@@ -130,6 +130,15 @@ func PositionPredicate(p string) SubscribeOption {
 	return func(c *subConfig) { c.start.PositionPredicate = p }
 }
 
+// OnTruncatedFirst makes a subscription whose next messages retention
+// dropped at the site (a durable one resuming behind what the site
+// retains, a StartSeq at a seq that is gone, a slow one a limit overtook)
+// go on from the first retained message. Without it such a subscription
+// fails with ErrTruncated.
+func OnTruncatedFirst() SubscribeOption {
+	return func(c *subConfig) { c.start.OnTruncated = pubsubpb.SubscribeStart_TRUNCATED_FIRST }
+}
+
 // Subscription is one consumer of a subscription. Next hands out its
 // messages; Close ends it, storing a durable position.
 type Subscription struct {

@@ -141,7 +141,7 @@ func TestSubscribeOptions(t *testing.T) {
 	mustCreate(t, c, "orders", "dlq")
 	when := time.Unix(1_700_000_000, 5)
 	sub, err := c.Subscribe(ctx, "orders", Durable("d"), StartTime(when), MaxDeliver(3), DeadLetter("dlq"),
-		MaxInFlight(7), PositionPredicate("all"))
+		MaxInFlight(7), PositionPredicate("all"), OnTruncatedFirst())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,8 @@ func TestSubscribeOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &pubsubpb.SubscribeStart{Topic: "orders", Durable: "d", MaxDeliver: 3, DeadLetter: "dlq", MaxInFlight: 7,
-		PositionPredicate: "all", Start: &pubsubpb.StartPosition{Kind: pubsubpb.StartPosition_TIME, TimeUnixNano: when.UnixNano()}}
+		PositionPredicate: "all", Start: &pubsubpb.StartPosition{Kind: pubsubpb.StartPosition_TIME, TimeUnixNano: when.UnixNano()},
+		OnTruncated: pubsubpb.SubscribeStart_TRUNCATED_FIRST}
 	if got := ss[0].Starts()[0]; !proto.Equal(got, want) {
 		t.Fatalf("start %v\nwant %v", got, want)
 	}

@@ -46,12 +46,18 @@ type Frontier struct {
 	Version   uint64 `json:"version"`
 }
 
-// Retention says what a topic keeps. Only Policy "all" (the default) is
-// honoured by sites today; they refuse the others.
+// Retention says what each site keeps of a topic. Policy (pubsubpb's
+// Retention* names) says when a message may go besides the limits:
+// "limits" (the default; sites read the former "all" as it) never;
+// "interest" once every durable subscription acked it (with none, at
+// once); "workqueue" once its one durable subscription acked it. The
+// limits apply under every policy, per topic across origins, oldest
+// messages by HLC first; 0 is no limit. Each site applies them to what it
+// stores, so sites drop at slightly different times.
 type Retention struct {
-	Policy      string        `json:"policy,omitempty"` // "all" | "limits" | "interest" | "work_queue"
+	Policy      string        `json:"policy,omitempty"` // "limits" | "interest" | "workqueue"
 	MaxMessages uint64        `json:"max_messages,omitempty"`
-	MaxBytes    uint64        `json:"max_bytes,omitempty"`
+	MaxBytes    uint64        `json:"max_bytes,omitempty"`  // at least the topic's MaxMessageBytes
 	MaxAge      time.Duration `json:"max_age_ns,omitempty"` // sent in whole milliseconds
 }
 
@@ -76,6 +82,13 @@ type OriginStats struct {
 	LastSeq  uint64 `json:"last_seq"`
 	// DeliveryFrontier: messages below it may be delivered at the site.
 	DeliveryFrontier uint64 `json:"delivery_frontier"`
+	Bytes            uint64 `json:"bytes"` // stored at the site
+	// Truncated: retention dropped every message up to it at the site (0:
+	// none); FirstSeq is the first one still stored (0: none); Dropped
+	// counts what retention dropped there.
+	Truncated uint64 `json:"truncated,omitempty"`
+	FirstSeq  uint64 `json:"first_seq,omitempty"`
+	Dropped   uint64 `json:"dropped,omitempty"`
 }
 
 // OriginPosition is a durable subscription's position for one origin:
@@ -192,7 +205,7 @@ func topicInfoOf(t *pubsubpb.TopicInfo) TopicInfo {
 		Audience:        slices.Clone(t.Audience), AudienceVersion: t.AudienceVersion}
 	for _, o := range t.Origins {
 		out.Origins = append(out.Origins, OriginStats{Origin: o.Origin, Messages: o.Messages, LastSeq: o.LastSeq,
-			DeliveryFrontier: o.DeliveryFrontier})
+			DeliveryFrontier: o.DeliveryFrontier, Bytes: o.Bytes, Truncated: o.Truncated, FirstSeq: o.FirstSeq, Dropped: o.Dropped})
 	}
 	for _, s := range t.Subscriptions {
 		out.Subscriptions = append(out.Subscriptions, subscriptionInfoOf(s))

@@ -15,6 +15,13 @@ const (
 	DefaultPublishAck = "majority"
 	// DefaultMaxMessageBytes bounds a message's data and headers.
 	DefaultMaxMessageBytes = 1 << 20
+	// RetentionLimits, RetentionInterest and RetentionWorkQueue are the
+	// retention policies of a topic (Retention.policy); "" means limits.
+	// RetentionAll is the former name of limits, still read as it.
+	RetentionLimits    = "limits"
+	RetentionInterest  = "interest"
+	RetentionWorkQueue = "workqueue"
+	RetentionAll       = "all"
 	// DefaultAckWaitMs is how long a delivery waits for its ack before it
 	// is redelivered.
 	DefaultAckWaitMs = 30_000

@@ -82,6 +82,56 @@ func (StartPosition_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_pubsub_pubsubpb_pubsub_proto_rawDescGZIP(), []int{17, 0}
 }
 
+// on_truncated says what to do when the messages the subscription reads
+// next were dropped by retention: fail the subscription (OUT_OF_RANGE,
+// naming the topic, the origin, the seq asked and the first retained
+// one), or go on from the first retained message.
+type SubscribeStart_OnTruncated int32
+
+const (
+	SubscribeStart_TRUNCATED_ERROR SubscribeStart_OnTruncated = 0
+	SubscribeStart_TRUNCATED_FIRST SubscribeStart_OnTruncated = 1
+)
+
+// Enum value maps for SubscribeStart_OnTruncated.
+var (
+	SubscribeStart_OnTruncated_name = map[int32]string{
+		0: "TRUNCATED_ERROR",
+		1: "TRUNCATED_FIRST",
+	}
+	SubscribeStart_OnTruncated_value = map[string]int32{
+		"TRUNCATED_ERROR": 0,
+		"TRUNCATED_FIRST": 1,
+	}
+)
+
+func (x SubscribeStart_OnTruncated) Enum() *SubscribeStart_OnTruncated {
+	p := new(SubscribeStart_OnTruncated)
+	*p = x
+	return p
+}
+
+func (x SubscribeStart_OnTruncated) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SubscribeStart_OnTruncated) Descriptor() protoreflect.EnumDescriptor {
+	return file_pubsub_pubsubpb_pubsub_proto_enumTypes[1].Descriptor()
+}
+
+func (SubscribeStart_OnTruncated) Type() protoreflect.EnumType {
+	return &file_pubsub_pubsubpb_pubsub_proto_enumTypes[1]
+}
+
+func (x SubscribeStart_OnTruncated) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SubscribeStart_OnTruncated.Descriptor instead.
+func (SubscribeStart_OnTruncated) EnumDescriptor() ([]byte, []int) {
+	return file_pubsub_pubsubpb_pubsub_proto_rawDescGZIP(), []int{18, 0}
+}
+
 type Ack_Kind int32
 
 const (
@@ -118,11 +168,11 @@ func (x Ack_Kind) String() string {
 }
 
 func (Ack_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_pubsub_pubsubpb_pubsub_proto_enumTypes[1].Descriptor()
+	return file_pubsub_pubsubpb_pubsub_proto_enumTypes[2].Descriptor()
 }
 
 func (Ack_Kind) Type() protoreflect.EnumType {
-	return &file_pubsub_pubsubpb_pubsub_proto_enumTypes[1]
+	return &file_pubsub_pubsubpb_pubsub_proto_enumTypes[2]
 }
 
 func (x Ack_Kind) Number() protoreflect.EnumNumber {
@@ -246,14 +296,20 @@ func (x *Frontier) GetVersion() uint64 {
 	return 0
 }
 
-// Retention says what a topic keeps. Only "all" (keep everything, the
-// default) is honoured today; the others are refused until retention
-// lands.
+// Retention says what each site keeps of a topic. The policy says when a
+// message may go besides the limits: "limits" (the default; "all", its
+// former name, is read as it) never; "interest" once every durable
+// subscription of the topic acked it (with none, at once, as in NATS
+// JetStream); "workqueue" once its one durable subscription acked it
+// (with none, never). The limits apply under every policy, per topic
+// across origins, dropping the oldest messages by HLC; 0 means no limit.
+// Each site applies them to what it stores, so sites drop at slightly
+// different times.
 type Retention struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Policy        string                 `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"` // "all" | "limits" | "interest" | "work_queue"
+	Policy        string                 `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"` // "limits" | "interest" | "workqueue"
 	MaxMessages   uint64                 `protobuf:"varint,2,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
-	MaxBytes      uint64                 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxBytes      uint64                 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"` // data plus headers as published; at least max_message_bytes
 	MaxAgeMs      int64                  `protobuf:"varint,4,opt,name=max_age_ms,json=maxAgeMs,proto3" json:"max_age_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -492,8 +548,14 @@ type OriginStats struct {
 	Messages         uint64                 `protobuf:"varint,2,opt,name=messages,proto3" json:"messages,omitempty"` // stored at this site
 	LastSeq          uint64                 `protobuf:"varint,3,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
 	DeliveryFrontier uint64                 `protobuf:"varint,4,opt,name=delivery_frontier,json=deliveryFrontier,proto3" json:"delivery_frontier,omitempty"` // seq below which messages may be delivered here
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	Bytes            uint64                 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`                                               // stored at this site
+	// truncated: retention dropped every message of the origin up to this
+	// seq here (0: none); first_seq is the first one still stored (0: none).
+	Truncated     uint64 `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	FirstSeq      uint64 `protobuf:"varint,7,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	Dropped       uint64 `protobuf:"varint,8,opt,name=dropped,proto3" json:"dropped,omitempty"` // messages retention dropped here
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OriginStats) Reset() {
@@ -550,6 +612,34 @@ func (x *OriginStats) GetLastSeq() uint64 {
 func (x *OriginStats) GetDeliveryFrontier() uint64 {
 	if x != nil {
 		return x.DeliveryFrontier
+	}
+	return 0
+}
+
+func (x *OriginStats) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *OriginStats) GetTruncated() uint64 {
+	if x != nil {
+		return x.Truncated
+	}
+	return 0
+}
+
+func (x *OriginStats) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *OriginStats) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
 	}
 	return 0
 }
@@ -1377,7 +1467,8 @@ type SubscribeStart struct {
 	// "" means majority.
 	PositionPredicate string `protobuf:"bytes,8,opt,name=position_predicate,json=positionPredicate,proto3" json:"position_predicate,omitempty"`
 	// max_in_flight bounds this consumer's unacked deliveries; 0: max_ack_pending.
-	MaxInFlight   uint32 `protobuf:"varint,9,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	MaxInFlight   uint32                     `protobuf:"varint,9,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	OnTruncated   SubscribeStart_OnTruncated `protobuf:"varint,10,opt,name=on_truncated,json=onTruncated,proto3,enum=stabilizer.pubsub.v1.SubscribeStart_OnTruncated" json:"on_truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1473,6 +1564,13 @@ func (x *SubscribeStart) GetMaxInFlight() uint32 {
 		return x.MaxInFlight
 	}
 	return 0
+}
+
+func (x *SubscribeStart) GetOnTruncated() SubscribeStart_OnTruncated {
+	if x != nil {
+		return x.OnTruncated
+	}
+	return SubscribeStart_TRUNCATED_ERROR
 }
 
 type Ack struct {
@@ -2309,12 +2407,16 @@ const file_pubsub_pubsubpb_pubsub_proto_rawDesc = "" +
 	"\x12CreateTopicRequest\x121\n" +
 	"\x05topic\x18\x01 \x01(\v2\x1b.stabilizer.pubsub.v1.TopicR\x05topic\"%\n" +
 	"\x0fGetTopicRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x89\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xf4\x01\n" +
 	"\vOriginStats\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x1a\n" +
 	"\bmessages\x18\x02 \x01(\x04R\bmessages\x12\x19\n" +
 	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12+\n" +
-	"\x11delivery_frontier\x18\x04 \x01(\x04R\x10deliveryFrontier\"\x80\x03\n" +
+	"\x11delivery_frontier\x18\x04 \x01(\x04R\x10deliveryFrontier\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x1c\n" +
+	"\ttruncated\x18\x06 \x01(\x04R\ttruncated\x12\x1b\n" +
+	"\tfirst_seq\x18\a \x01(\x04R\bfirstSeq\x12\x18\n" +
+	"\adropped\x18\b \x01(\x04R\adropped\"\x80\x03\n" +
 	"\x10SubscriptionInfo\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -2393,7 +2495,7 @@ const file_pubsub_pubsubpb_pubsub_proto_rawDesc = "" +
 	"\x03ALL\x10\x01\x12\b\n" +
 	"\x04LAST\x10\x02\x12\a\n" +
 	"\x03SEQ\x10\x03\x12\b\n" +
-	"\x04TIME\x10\x04\"\xd8\x02\n" +
+	"\x04TIME\x10\x04\"\xe6\x03\n" +
 	"\x0eSubscribeStart\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x18\n" +
 	"\adurable\x18\x02 \x01(\tR\adurable\x129\n" +
@@ -2405,7 +2507,12 @@ const file_pubsub_pubsubpb_pubsub_proto_rawDesc = "" +
 	"\vdead_letter\x18\a \x01(\tR\n" +
 	"deadLetter\x12-\n" +
 	"\x12position_predicate\x18\b \x01(\tR\x11positionPredicate\x12\"\n" +
-	"\rmax_in_flight\x18\t \x01(\rR\vmaxInFlight\"\xcd\x01\n" +
+	"\rmax_in_flight\x18\t \x01(\rR\vmaxInFlight\x12S\n" +
+	"\fon_truncated\x18\n" +
+	" \x01(\x0e20.stabilizer.pubsub.v1.SubscribeStart.OnTruncatedR\vonTruncated\"7\n" +
+	"\vOnTruncated\x12\x13\n" +
+	"\x0fTRUNCATED_ERROR\x10\x00\x12\x13\n" +
+	"\x0fTRUNCATED_FIRST\x10\x01\"\xcd\x01\n" +
 	"\x03Ack\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x18\n" +
@@ -2486,105 +2593,107 @@ func file_pubsub_pubsubpb_pubsub_proto_rawDescGZIP() []byte {
 	return file_pubsub_pubsubpb_pubsub_proto_rawDescData
 }
 
-var file_pubsub_pubsubpb_pubsub_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_pubsub_pubsubpb_pubsub_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_pubsub_pubsubpb_pubsub_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_pubsub_pubsubpb_pubsub_proto_goTypes = []any{
 	(StartPosition_Kind)(0),            // 0: stabilizer.pubsub.v1.StartPosition.Kind
-	(Ack_Kind)(0),                      // 1: stabilizer.pubsub.v1.Ack.Kind
-	(*HLC)(nil),                        // 2: stabilizer.pubsub.v1.HLC
-	(*Frontier)(nil),                   // 3: stabilizer.pubsub.v1.Frontier
-	(*Retention)(nil),                  // 4: stabilizer.pubsub.v1.Retention
-	(*Topic)(nil),                      // 5: stabilizer.pubsub.v1.Topic
-	(*CreateTopicRequest)(nil),         // 6: stabilizer.pubsub.v1.CreateTopicRequest
-	(*GetTopicRequest)(nil),            // 7: stabilizer.pubsub.v1.GetTopicRequest
-	(*OriginStats)(nil),                // 8: stabilizer.pubsub.v1.OriginStats
-	(*SubscriptionInfo)(nil),           // 9: stabilizer.pubsub.v1.SubscriptionInfo
-	(*TopicInfo)(nil),                  // 10: stabilizer.pubsub.v1.TopicInfo
-	(*ListTopicsRequest)(nil),          // 11: stabilizer.pubsub.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),         // 12: stabilizer.pubsub.v1.ListTopicsResponse
-	(*DeleteTopicRequest)(nil),         // 13: stabilizer.pubsub.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 14: stabilizer.pubsub.v1.DeleteTopicResponse
-	(*PublishRequest)(nil),             // 15: stabilizer.pubsub.v1.PublishRequest
-	(*PublishResponse)(nil),            // 16: stabilizer.pubsub.v1.PublishResponse
-	(*PublishReply)(nil),               // 17: stabilizer.pubsub.v1.PublishReply
-	(*Message)(nil),                    // 18: stabilizer.pubsub.v1.Message
-	(*StartPosition)(nil),              // 19: stabilizer.pubsub.v1.StartPosition
-	(*SubscribeStart)(nil),             // 20: stabilizer.pubsub.v1.SubscribeStart
-	(*Ack)(nil),                        // 21: stabilizer.pubsub.v1.Ack
-	(*SubscribeRequest)(nil),           // 22: stabilizer.pubsub.v1.SubscribeRequest
-	(*Acks)(nil),                       // 23: stabilizer.pubsub.v1.Acks
-	(*Close)(nil),                      // 24: stabilizer.pubsub.v1.Close
-	(*Delivery)(nil),                   // 25: stabilizer.pubsub.v1.Delivery
-	(*AckError)(nil),                   // 26: stabilizer.pubsub.v1.AckError
-	(*SubscribeReply)(nil),             // 27: stabilizer.pubsub.v1.SubscribeReply
-	(*Deliveries)(nil),                 // 28: stabilizer.pubsub.v1.Deliveries
-	(*AckErrors)(nil),                  // 29: stabilizer.pubsub.v1.AckErrors
-	(*OriginPosition)(nil),             // 30: stabilizer.pubsub.v1.OriginPosition
-	(*ListSubscriptionsRequest)(nil),   // 31: stabilizer.pubsub.v1.ListSubscriptionsRequest
-	(*ListSubscriptionsResponse)(nil),  // 32: stabilizer.pubsub.v1.ListSubscriptionsResponse
-	(*DeleteSubscriptionRequest)(nil),  // 33: stabilizer.pubsub.v1.DeleteSubscriptionRequest
-	(*DeleteSubscriptionResponse)(nil), // 34: stabilizer.pubsub.v1.DeleteSubscriptionResponse
-	nil,                                // 35: stabilizer.pubsub.v1.PublishRequest.HeadersEntry
-	nil,                                // 36: stabilizer.pubsub.v1.Message.HeadersEntry
-	nil,                                // 37: stabilizer.pubsub.v1.StartPosition.SeqsEntry
+	(SubscribeStart_OnTruncated)(0),    // 1: stabilizer.pubsub.v1.SubscribeStart.OnTruncated
+	(Ack_Kind)(0),                      // 2: stabilizer.pubsub.v1.Ack.Kind
+	(*HLC)(nil),                        // 3: stabilizer.pubsub.v1.HLC
+	(*Frontier)(nil),                   // 4: stabilizer.pubsub.v1.Frontier
+	(*Retention)(nil),                  // 5: stabilizer.pubsub.v1.Retention
+	(*Topic)(nil),                      // 6: stabilizer.pubsub.v1.Topic
+	(*CreateTopicRequest)(nil),         // 7: stabilizer.pubsub.v1.CreateTopicRequest
+	(*GetTopicRequest)(nil),            // 8: stabilizer.pubsub.v1.GetTopicRequest
+	(*OriginStats)(nil),                // 9: stabilizer.pubsub.v1.OriginStats
+	(*SubscriptionInfo)(nil),           // 10: stabilizer.pubsub.v1.SubscriptionInfo
+	(*TopicInfo)(nil),                  // 11: stabilizer.pubsub.v1.TopicInfo
+	(*ListTopicsRequest)(nil),          // 12: stabilizer.pubsub.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),         // 13: stabilizer.pubsub.v1.ListTopicsResponse
+	(*DeleteTopicRequest)(nil),         // 14: stabilizer.pubsub.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 15: stabilizer.pubsub.v1.DeleteTopicResponse
+	(*PublishRequest)(nil),             // 16: stabilizer.pubsub.v1.PublishRequest
+	(*PublishResponse)(nil),            // 17: stabilizer.pubsub.v1.PublishResponse
+	(*PublishReply)(nil),               // 18: stabilizer.pubsub.v1.PublishReply
+	(*Message)(nil),                    // 19: stabilizer.pubsub.v1.Message
+	(*StartPosition)(nil),              // 20: stabilizer.pubsub.v1.StartPosition
+	(*SubscribeStart)(nil),             // 21: stabilizer.pubsub.v1.SubscribeStart
+	(*Ack)(nil),                        // 22: stabilizer.pubsub.v1.Ack
+	(*SubscribeRequest)(nil),           // 23: stabilizer.pubsub.v1.SubscribeRequest
+	(*Acks)(nil),                       // 24: stabilizer.pubsub.v1.Acks
+	(*Close)(nil),                      // 25: stabilizer.pubsub.v1.Close
+	(*Delivery)(nil),                   // 26: stabilizer.pubsub.v1.Delivery
+	(*AckError)(nil),                   // 27: stabilizer.pubsub.v1.AckError
+	(*SubscribeReply)(nil),             // 28: stabilizer.pubsub.v1.SubscribeReply
+	(*Deliveries)(nil),                 // 29: stabilizer.pubsub.v1.Deliveries
+	(*AckErrors)(nil),                  // 30: stabilizer.pubsub.v1.AckErrors
+	(*OriginPosition)(nil),             // 31: stabilizer.pubsub.v1.OriginPosition
+	(*ListSubscriptionsRequest)(nil),   // 32: stabilizer.pubsub.v1.ListSubscriptionsRequest
+	(*ListSubscriptionsResponse)(nil),  // 33: stabilizer.pubsub.v1.ListSubscriptionsResponse
+	(*DeleteSubscriptionRequest)(nil),  // 34: stabilizer.pubsub.v1.DeleteSubscriptionRequest
+	(*DeleteSubscriptionResponse)(nil), // 35: stabilizer.pubsub.v1.DeleteSubscriptionResponse
+	nil,                                // 36: stabilizer.pubsub.v1.PublishRequest.HeadersEntry
+	nil,                                // 37: stabilizer.pubsub.v1.Message.HeadersEntry
+	nil,                                // 38: stabilizer.pubsub.v1.StartPosition.SeqsEntry
 }
 var file_pubsub_pubsubpb_pubsub_proto_depIdxs = []int32{
-	4,  // 0: stabilizer.pubsub.v1.Topic.retention:type_name -> stabilizer.pubsub.v1.Retention
-	5,  // 1: stabilizer.pubsub.v1.CreateTopicRequest.topic:type_name -> stabilizer.pubsub.v1.Topic
-	30, // 2: stabilizer.pubsub.v1.SubscriptionInfo.position:type_name -> stabilizer.pubsub.v1.OriginPosition
-	5,  // 3: stabilizer.pubsub.v1.TopicInfo.topic:type_name -> stabilizer.pubsub.v1.Topic
-	2,  // 4: stabilizer.pubsub.v1.TopicInfo.created:type_name -> stabilizer.pubsub.v1.HLC
-	8,  // 5: stabilizer.pubsub.v1.TopicInfo.origins:type_name -> stabilizer.pubsub.v1.OriginStats
-	9,  // 6: stabilizer.pubsub.v1.TopicInfo.subscriptions:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
-	10, // 7: stabilizer.pubsub.v1.ListTopicsResponse.topics:type_name -> stabilizer.pubsub.v1.TopicInfo
-	35, // 8: stabilizer.pubsub.v1.PublishRequest.headers:type_name -> stabilizer.pubsub.v1.PublishRequest.HeadersEntry
-	15, // 9: stabilizer.pubsub.v1.PublishRequest.more:type_name -> stabilizer.pubsub.v1.PublishRequest
-	2,  // 10: stabilizer.pubsub.v1.PublishResponse.hlc:type_name -> stabilizer.pubsub.v1.HLC
-	3,  // 11: stabilizer.pubsub.v1.PublishResponse.frontier:type_name -> stabilizer.pubsub.v1.Frontier
-	16, // 12: stabilizer.pubsub.v1.PublishReply.result:type_name -> stabilizer.pubsub.v1.PublishResponse
-	17, // 13: stabilizer.pubsub.v1.PublishReply.more:type_name -> stabilizer.pubsub.v1.PublishReply
-	2,  // 14: stabilizer.pubsub.v1.Message.hlc:type_name -> stabilizer.pubsub.v1.HLC
-	36, // 15: stabilizer.pubsub.v1.Message.headers:type_name -> stabilizer.pubsub.v1.Message.HeadersEntry
+	5,  // 0: stabilizer.pubsub.v1.Topic.retention:type_name -> stabilizer.pubsub.v1.Retention
+	6,  // 1: stabilizer.pubsub.v1.CreateTopicRequest.topic:type_name -> stabilizer.pubsub.v1.Topic
+	31, // 2: stabilizer.pubsub.v1.SubscriptionInfo.position:type_name -> stabilizer.pubsub.v1.OriginPosition
+	6,  // 3: stabilizer.pubsub.v1.TopicInfo.topic:type_name -> stabilizer.pubsub.v1.Topic
+	3,  // 4: stabilizer.pubsub.v1.TopicInfo.created:type_name -> stabilizer.pubsub.v1.HLC
+	9,  // 5: stabilizer.pubsub.v1.TopicInfo.origins:type_name -> stabilizer.pubsub.v1.OriginStats
+	10, // 6: stabilizer.pubsub.v1.TopicInfo.subscriptions:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
+	11, // 7: stabilizer.pubsub.v1.ListTopicsResponse.topics:type_name -> stabilizer.pubsub.v1.TopicInfo
+	36, // 8: stabilizer.pubsub.v1.PublishRequest.headers:type_name -> stabilizer.pubsub.v1.PublishRequest.HeadersEntry
+	16, // 9: stabilizer.pubsub.v1.PublishRequest.more:type_name -> stabilizer.pubsub.v1.PublishRequest
+	3,  // 10: stabilizer.pubsub.v1.PublishResponse.hlc:type_name -> stabilizer.pubsub.v1.HLC
+	4,  // 11: stabilizer.pubsub.v1.PublishResponse.frontier:type_name -> stabilizer.pubsub.v1.Frontier
+	17, // 12: stabilizer.pubsub.v1.PublishReply.result:type_name -> stabilizer.pubsub.v1.PublishResponse
+	18, // 13: stabilizer.pubsub.v1.PublishReply.more:type_name -> stabilizer.pubsub.v1.PublishReply
+	3,  // 14: stabilizer.pubsub.v1.Message.hlc:type_name -> stabilizer.pubsub.v1.HLC
+	37, // 15: stabilizer.pubsub.v1.Message.headers:type_name -> stabilizer.pubsub.v1.Message.HeadersEntry
 	0,  // 16: stabilizer.pubsub.v1.StartPosition.kind:type_name -> stabilizer.pubsub.v1.StartPosition.Kind
-	37, // 17: stabilizer.pubsub.v1.StartPosition.seqs:type_name -> stabilizer.pubsub.v1.StartPosition.SeqsEntry
-	19, // 18: stabilizer.pubsub.v1.SubscribeStart.start:type_name -> stabilizer.pubsub.v1.StartPosition
-	1,  // 19: stabilizer.pubsub.v1.Ack.kind:type_name -> stabilizer.pubsub.v1.Ack.Kind
-	20, // 20: stabilizer.pubsub.v1.SubscribeRequest.start:type_name -> stabilizer.pubsub.v1.SubscribeStart
-	23, // 21: stabilizer.pubsub.v1.SubscribeRequest.acks:type_name -> stabilizer.pubsub.v1.Acks
-	24, // 22: stabilizer.pubsub.v1.SubscribeRequest.close:type_name -> stabilizer.pubsub.v1.Close
-	21, // 23: stabilizer.pubsub.v1.Acks.acks:type_name -> stabilizer.pubsub.v1.Ack
-	18, // 24: stabilizer.pubsub.v1.Delivery.message:type_name -> stabilizer.pubsub.v1.Message
-	21, // 25: stabilizer.pubsub.v1.AckError.ack:type_name -> stabilizer.pubsub.v1.Ack
-	9,  // 26: stabilizer.pubsub.v1.SubscribeReply.subscribed:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
-	28, // 27: stabilizer.pubsub.v1.SubscribeReply.deliveries:type_name -> stabilizer.pubsub.v1.Deliveries
-	29, // 28: stabilizer.pubsub.v1.SubscribeReply.ack_errors:type_name -> stabilizer.pubsub.v1.AckErrors
-	9,  // 29: stabilizer.pubsub.v1.SubscribeReply.closed:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
-	25, // 30: stabilizer.pubsub.v1.Deliveries.deliveries:type_name -> stabilizer.pubsub.v1.Delivery
-	26, // 31: stabilizer.pubsub.v1.AckErrors.errors:type_name -> stabilizer.pubsub.v1.AckError
-	9,  // 32: stabilizer.pubsub.v1.ListSubscriptionsResponse.subscriptions:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
-	6,  // 33: stabilizer.pubsub.v1.PubSub.CreateTopic:input_type -> stabilizer.pubsub.v1.CreateTopicRequest
-	7,  // 34: stabilizer.pubsub.v1.PubSub.GetTopic:input_type -> stabilizer.pubsub.v1.GetTopicRequest
-	11, // 35: stabilizer.pubsub.v1.PubSub.ListTopics:input_type -> stabilizer.pubsub.v1.ListTopicsRequest
-	13, // 36: stabilizer.pubsub.v1.PubSub.DeleteTopic:input_type -> stabilizer.pubsub.v1.DeleteTopicRequest
-	15, // 37: stabilizer.pubsub.v1.PubSub.Publish:input_type -> stabilizer.pubsub.v1.PublishRequest
-	15, // 38: stabilizer.pubsub.v1.PubSub.Publishes:input_type -> stabilizer.pubsub.v1.PublishRequest
-	22, // 39: stabilizer.pubsub.v1.PubSub.Subscribe:input_type -> stabilizer.pubsub.v1.SubscribeRequest
-	31, // 40: stabilizer.pubsub.v1.PubSub.ListSubscriptions:input_type -> stabilizer.pubsub.v1.ListSubscriptionsRequest
-	33, // 41: stabilizer.pubsub.v1.PubSub.DeleteSubscription:input_type -> stabilizer.pubsub.v1.DeleteSubscriptionRequest
-	10, // 42: stabilizer.pubsub.v1.PubSub.CreateTopic:output_type -> stabilizer.pubsub.v1.TopicInfo
-	10, // 43: stabilizer.pubsub.v1.PubSub.GetTopic:output_type -> stabilizer.pubsub.v1.TopicInfo
-	12, // 44: stabilizer.pubsub.v1.PubSub.ListTopics:output_type -> stabilizer.pubsub.v1.ListTopicsResponse
-	14, // 45: stabilizer.pubsub.v1.PubSub.DeleteTopic:output_type -> stabilizer.pubsub.v1.DeleteTopicResponse
-	16, // 46: stabilizer.pubsub.v1.PubSub.Publish:output_type -> stabilizer.pubsub.v1.PublishResponse
-	17, // 47: stabilizer.pubsub.v1.PubSub.Publishes:output_type -> stabilizer.pubsub.v1.PublishReply
-	27, // 48: stabilizer.pubsub.v1.PubSub.Subscribe:output_type -> stabilizer.pubsub.v1.SubscribeReply
-	32, // 49: stabilizer.pubsub.v1.PubSub.ListSubscriptions:output_type -> stabilizer.pubsub.v1.ListSubscriptionsResponse
-	34, // 50: stabilizer.pubsub.v1.PubSub.DeleteSubscription:output_type -> stabilizer.pubsub.v1.DeleteSubscriptionResponse
-	42, // [42:51] is the sub-list for method output_type
-	33, // [33:42] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	38, // 17: stabilizer.pubsub.v1.StartPosition.seqs:type_name -> stabilizer.pubsub.v1.StartPosition.SeqsEntry
+	20, // 18: stabilizer.pubsub.v1.SubscribeStart.start:type_name -> stabilizer.pubsub.v1.StartPosition
+	1,  // 19: stabilizer.pubsub.v1.SubscribeStart.on_truncated:type_name -> stabilizer.pubsub.v1.SubscribeStart.OnTruncated
+	2,  // 20: stabilizer.pubsub.v1.Ack.kind:type_name -> stabilizer.pubsub.v1.Ack.Kind
+	21, // 21: stabilizer.pubsub.v1.SubscribeRequest.start:type_name -> stabilizer.pubsub.v1.SubscribeStart
+	24, // 22: stabilizer.pubsub.v1.SubscribeRequest.acks:type_name -> stabilizer.pubsub.v1.Acks
+	25, // 23: stabilizer.pubsub.v1.SubscribeRequest.close:type_name -> stabilizer.pubsub.v1.Close
+	22, // 24: stabilizer.pubsub.v1.Acks.acks:type_name -> stabilizer.pubsub.v1.Ack
+	19, // 25: stabilizer.pubsub.v1.Delivery.message:type_name -> stabilizer.pubsub.v1.Message
+	22, // 26: stabilizer.pubsub.v1.AckError.ack:type_name -> stabilizer.pubsub.v1.Ack
+	10, // 27: stabilizer.pubsub.v1.SubscribeReply.subscribed:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
+	29, // 28: stabilizer.pubsub.v1.SubscribeReply.deliveries:type_name -> stabilizer.pubsub.v1.Deliveries
+	30, // 29: stabilizer.pubsub.v1.SubscribeReply.ack_errors:type_name -> stabilizer.pubsub.v1.AckErrors
+	10, // 30: stabilizer.pubsub.v1.SubscribeReply.closed:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
+	26, // 31: stabilizer.pubsub.v1.Deliveries.deliveries:type_name -> stabilizer.pubsub.v1.Delivery
+	27, // 32: stabilizer.pubsub.v1.AckErrors.errors:type_name -> stabilizer.pubsub.v1.AckError
+	10, // 33: stabilizer.pubsub.v1.ListSubscriptionsResponse.subscriptions:type_name -> stabilizer.pubsub.v1.SubscriptionInfo
+	7,  // 34: stabilizer.pubsub.v1.PubSub.CreateTopic:input_type -> stabilizer.pubsub.v1.CreateTopicRequest
+	8,  // 35: stabilizer.pubsub.v1.PubSub.GetTopic:input_type -> stabilizer.pubsub.v1.GetTopicRequest
+	12, // 36: stabilizer.pubsub.v1.PubSub.ListTopics:input_type -> stabilizer.pubsub.v1.ListTopicsRequest
+	14, // 37: stabilizer.pubsub.v1.PubSub.DeleteTopic:input_type -> stabilizer.pubsub.v1.DeleteTopicRequest
+	16, // 38: stabilizer.pubsub.v1.PubSub.Publish:input_type -> stabilizer.pubsub.v1.PublishRequest
+	16, // 39: stabilizer.pubsub.v1.PubSub.Publishes:input_type -> stabilizer.pubsub.v1.PublishRequest
+	23, // 40: stabilizer.pubsub.v1.PubSub.Subscribe:input_type -> stabilizer.pubsub.v1.SubscribeRequest
+	32, // 41: stabilizer.pubsub.v1.PubSub.ListSubscriptions:input_type -> stabilizer.pubsub.v1.ListSubscriptionsRequest
+	34, // 42: stabilizer.pubsub.v1.PubSub.DeleteSubscription:input_type -> stabilizer.pubsub.v1.DeleteSubscriptionRequest
+	11, // 43: stabilizer.pubsub.v1.PubSub.CreateTopic:output_type -> stabilizer.pubsub.v1.TopicInfo
+	11, // 44: stabilizer.pubsub.v1.PubSub.GetTopic:output_type -> stabilizer.pubsub.v1.TopicInfo
+	13, // 45: stabilizer.pubsub.v1.PubSub.ListTopics:output_type -> stabilizer.pubsub.v1.ListTopicsResponse
+	15, // 46: stabilizer.pubsub.v1.PubSub.DeleteTopic:output_type -> stabilizer.pubsub.v1.DeleteTopicResponse
+	17, // 47: stabilizer.pubsub.v1.PubSub.Publish:output_type -> stabilizer.pubsub.v1.PublishResponse
+	18, // 48: stabilizer.pubsub.v1.PubSub.Publishes:output_type -> stabilizer.pubsub.v1.PublishReply
+	28, // 49: stabilizer.pubsub.v1.PubSub.Subscribe:output_type -> stabilizer.pubsub.v1.SubscribeReply
+	33, // 50: stabilizer.pubsub.v1.PubSub.ListSubscriptions:output_type -> stabilizer.pubsub.v1.ListSubscriptionsResponse
+	35, // 51: stabilizer.pubsub.v1.PubSub.DeleteSubscription:output_type -> stabilizer.pubsub.v1.DeleteSubscriptionResponse
+	43, // [43:52] is the sub-list for method output_type
+	34, // [34:43] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_pubsub_pubsubpb_pubsub_proto_init() }
@@ -2608,7 +2717,7 @@ func file_pubsub_pubsubpb_pubsub_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pubsub_pubsubpb_pubsub_proto_rawDesc), len(file_pubsub_pubsubpb_pubsub_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -49,8 +49,8 @@ type PubSubClient interface {
 	// published and delivered, its subscriptions and its audience.
 	GetTopic(ctx context.Context, in *GetTopicRequest, opts ...grpc.CallOption) (*TopicInfo, error)
 	ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error)
-	// DeleteTopic removes the definition everywhere; its messages stay
-	// until retention removes them, and publishing to it fails.
+	// DeleteTopic removes the definition everywhere; publishing to it fails
+	// from then on. The messages sites stored stay.
 	DeleteTopic(ctx context.Context, in *DeleteTopicRequest, opts ...grpc.CallOption) (*DeleteTopicResponse, error)
 	// Publish publishes one message and returns once the topic's
 	// publish-ack predicate covers it, or fails with DEADLINE_EXCEEDED
@@ -189,8 +189,8 @@ type PubSubServer interface {
 	// published and delivered, its subscriptions and its audience.
 	GetTopic(context.Context, *GetTopicRequest) (*TopicInfo, error)
 	ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error)
-	// DeleteTopic removes the definition everywhere; its messages stay
-	// until retention removes them, and publishing to it fails.
+	// DeleteTopic removes the definition everywhere; publishing to it fails
+	// from then on. The messages sites stored stay.
 	DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error)
 	// Publish publishes one message and returns once the topic's
 	// publish-ack predicate covers it, or fails with DEADLINE_EXCEEDED

@@ -119,10 +119,14 @@ func (c *Core) noteLost(name string, seq uint64, peer int) {
 	c.recoveryDirty = true
 }
 
-// forgetHeld drops what a wiped peer was said to hold.
+// forgetHeld drops what a wiped peer was said to hold: nobody can send it
+// any more. Those seqs were given out all the same, so they count as seen:
+// they are abandoned, never given to other messages (a frontier may have
+// been released over them).
 func (c *Core) forgetHeld(peer int) {
 	for name, l := range c.lost {
 		if l.held != nil && l.held[peer] > 0 {
+			l.seen = max(l.seen, l.held[peer])
 			l.held[peer] = 0
 			c.lost[name] = l
 			c.recoveryDirty = true

@@ -25,6 +25,7 @@ type statusView struct {
 	Preds     []predView
 	Topics    []topicView
 	Shares    []fileshare.ShareStatus
+	Chunks    fileshare.GCStats // the chunk collector's last pass
 	// Retention: per stream what this site keeps of its log; Usage, the
 	// store's disk use per application; Transfers, state transfers in
 	// progress.
@@ -49,9 +50,17 @@ type usageView struct {
 
 type topicView struct {
 	Name, PublishAck, Delivery string
-	Stored                     uint64 // messages stored here, every origin
+	Retention                  string // the policy, then the limits set
+	Stored, StoredBytes        uint64 // stored here, every origin
+	Origins                    []topicOrigin
 	Audience                   []string
 	Subs                       []subView
+}
+
+// topicOrigin is where retention left an origin's messages of a topic here.
+type topicOrigin struct {
+	Origin              string
+	FirstSeq, Truncated uint64 // first retained (0: none), dropped up to
 }
 
 type subView struct {
@@ -114,6 +123,7 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 	if shares, err := s.files.Status(ctx); err == nil {
 		v.Shares = shares
 	}
+	v.Chunks = s.files.GCStatus()
 	slices.SortFunc(v.Streams, func(a, b streamView) int {
 		if a.Stream != b.Stream {
 			if a.Stream < b.Stream {
@@ -154,12 +164,14 @@ func bytesText(b uint64) string { return stabilizer.FormatBytes(int64(b)) }
 func (s *Site) topicsView(ctx context.Context) []topicView {
 	var out []topicView
 	for _, t := range s.broker.Topics(ctx) {
-		tv := topicView{Name: t.Name, PublishAck: t.PublishAck, Delivery: t.Delivery, Audience: t.Audience}
+		tv := topicView{Name: t.Name, PublishAck: t.PublishAck, Delivery: t.Delivery, Retention: t.Retention.String(), Audience: t.Audience}
 		if tv.Delivery == "" {
 			tv.Delivery = "persisted here"
 		}
 		for _, o := range t.Origins {
 			tv.Stored += o.Messages
+			tv.StoredBytes += o.Bytes
+			tv.Origins = append(tv.Origins, topicOrigin{o.Origin, o.FirstSeq, o.Truncated})
 		}
 		for _, sub := range t.Subscriptions {
 			name := sub.Name
@@ -241,8 +253,9 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 </table>
 <h2>Topics</h2>
 {{range .Topics}}
-<h3>{{.Name}} — {{.Stored}} messages stored here</h3>
-<p>publish-ack <code>{{.PublishAck}}</code>, delivery <code>{{.Delivery}}</code>{{if .Audience}}, audience {{range .Audience}}{{.}} {{end}}{{end}}</p>
+<h3>{{.Name}} — {{.Stored}} messages stored here ({{.StoredBytes}} bytes)</h3>
+<p>publish-ack <code>{{.PublishAck}}</code>, delivery <code>{{.Delivery}}</code>, retention <code>{{.Retention}}</code>{{if .Audience}}, audience {{range .Audience}}{{.}} {{end}}{{end}}</p>
+{{if .Origins}}<p>first retained seq: {{range .Origins}}{{.Origin}} {{if .FirstSeq}}{{.FirstSeq}}{{else}}none{{end}}{{if .Truncated}} (dropped to {{.Truncated}}){{end}}; {{end}}</p>{{end}}
 <table><tr><th class=l>subscription</th><th class=l>site</th><th>consumers</th><th>unacked</th><th>delivered</th><th>redelivered</th><th>dead-lettered</th></tr>
 {{range .Subs}}<tr><td class=l>{{.Name}}</td><td class=l>{{.Site}}</td><td>{{.Consumers}}</td><td class="{{if .Unacked}}behind{{end}}">{{.Unacked}}</td><td>{{.Delivered}}</td><td>{{.Redelivered}}</td><td>{{.DeadLetter}}</td></tr>
 {{else}}<tr><td class=l colspan=7>no subscriptions</td></tr>{{end}}
@@ -252,5 +265,6 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 {{if .Shares}}<table><tr><th class=l>share</th><th class=l>visibility</th><th>files shown</th><th>versions here</th><th>pending stability</th><th>conflicts</th></tr>
 {{range .Shares}}<tr><td class=l>{{.Name}}</td><td class=l><code>{{.Visibility}}</code></td><td>{{.Paths}}</td><td>{{.Versions}}</td><td class="{{if .Pending}}behind{{end}}">{{.Pending}}</td><td class="{{if .Conflicts}}behind{{end}}">{{.Conflicts}}</td></tr>{{end}}
 </table>{{else}}<p>No shares yet.</p>{{end}}
+<p>File chunks: {{.Chunks}}</p>
 </body></html>
 `))

@@ -523,6 +523,18 @@ func TestPosition(t *testing.T) {
 		{name: "an acked offer moves the floor", pos: consumer.Position{"a": {Floor: 10, Acked: []uint64{12, 15}}},
 			ops:  join(ops("offer", "a", 11, 13), ops("ack", "a", 13, 11), ops("offer", "a", 15)),
 			want: consumer.Position{"a": {Floor: 15}}},
+		// Retention: Skip steps over messages dropped before they were
+		// offered; Drop ends pending ones whose body is gone.
+		{name: "skip past dropped messages", ops: join(ops("offer", "a", 2), ops("ack", "a", 2), ops("skip", "a", 9)),
+			want: consumer.Position{"a": {Floor: 9}}},
+		{name: "skip does not pass a pending one", ops: join(ops("offer", "a", 2, 4), ops("ack", "a", 4), ops("skip", "a", 9)),
+			want: consumer.Position{"a": {Floor: 1, Acked: []uint64{4}}}},
+		{name: "skip behind the cursor", ops: join(ops("offer", "a", 5), ops("ack", "a", 5), ops("skip", "a", 3)),
+			want: consumer.Position{"a": {Floor: 5}}},
+		{name: "drop a pending one", ops: join(ops("offer", "a", 2, 4), ops("ack", "a", 4), ops("skip", "a", 9), ops("drop", "a", 2)),
+			want: consumer.Position{"a": {Floor: 9}}},
+		{name: "drop a resolved one", ops: join(ops("offer", "a", 2), ops("ack", "a", 2), ops("drop", "a", 2)),
+			want: consumer.Position{"a": {Floor: 2}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := consumer.New(consumer.Config{MaxDeliver: 1, AckWait: time.Second}, c.pos)
@@ -541,6 +553,10 @@ func TestPosition(t *testing.T) {
 					must(t, s.Nak(1, o.m, 1, 0, now))
 				case "resolve":
 					must(t, s.Resolve(o.m))
+				case "skip":
+					s.Skip(o.m.Origin, o.m.Seq)
+				case "drop":
+					must(t, s.Drop(o.m))
 				}
 				check(t, s)
 			}

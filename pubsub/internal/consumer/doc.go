@@ -21,8 +21,9 @@
 // above the floor until the floor passes it, so the set holds only what
 // is resolved out of order.
 //
-// Resolved means acked, termed, or dead-lettered and then Resolved; the
-// position never claims a message that was offered and is not resolved,
+// Resolved means acked, termed, dead-lettered and then Resolved, or gone
+// from the store after it was offered (Drop); the position never claims a
+// message that was offered and is not resolved,
 // and it never moves back. The argument needs offers in order, so Offer
 // refuses (ErrOrder) a message below the last offered one that it has not
 // seen, wherever that is still above the floor. A site that takes the subscription over starts
@@ -98,6 +99,9 @@
 //
 // Replies go in as s.Ack, s.Nak, s.InProgress and s.Term; a position stored
 // by another site goes in with s.Merge; a closed stream with s.Detach.
+// Retention goes in as s.Skip (messages dropped before they were offered:
+// the origin moves past them) and s.Drop (a pending message whose body is
+// gone: it ends, resolved).
 //
 // # Concurrency
 //

@@ -47,7 +47,8 @@ func TestModel(t *testing.T) {
 	t.Logf("%d seeds (internal assertions: %v): %v", seeds, consumer.InvariantsEnabled, total)
 	if seeds >= 50 {
 		for _, k := range []string{"offer", "offer.full", "offer.order", "offer.skip", "next.delivered", "ack", "nak", "nak.delay",
-			"inprogress", "term", "reply.unknown", "reply.expired", "expired", "dead", "resolve", "merge", "merge.dropped", "detach", "redelivered"} {
+			"inprogress", "term", "reply.unknown", "reply.expired", "expired", "dead", "resolve", "merge", "merge.dropped", "detach", "redelivered",
+			"skip", "drop"} {
 			if total[k] == 0 {
 				t.Errorf("no seed exercised %q: %v", k, total)
 			}
@@ -362,11 +363,58 @@ func (r *run) randomStep() {
 		r.advance()
 	case n < 95:
 		r.deadLetters()
-	case n < 98:
+	case n < 97:
 		r.resolve()
+	case n < 98:
+		r.skip()
+	case n < 99:
+		r.drop()
 	default:
 		r.merge()
 	}
+}
+
+// skip is retention dropping messages of an origin before they were
+// offered: the cursor moves past them, nothing pending changes.
+func (r *run) skip() {
+	o := origins[r.rng.IntN(len(origins))]
+	cur := r.m.cursor[o]
+	seq := cur + uint64(r.rng.IntN(4))
+	if r.rng.IntN(5) == 0 && cur > 0 {
+		seq = uint64(r.rng.IntN(int(cur))) // behind the cursor: nothing
+	}
+	if seq > cur {
+		r.m.cursor[o] = seq
+		r.m.stats.Skipped++
+		r.counts["skip"]++
+	}
+	r.s.Skip(o, seq)
+	r.logf("skip %s to %d", o, seq)
+}
+
+// drop is retention dropping a message after it was offered: mostly a
+// pending one, else one that is resolved or was never offered.
+func (r *run) drop() {
+	var id consumer.MsgID
+	if p := r.m.pending(); len(p) > 0 && r.rng.IntN(4) != 0 {
+		id = p[r.rng.IntN(len(p))].id
+	} else {
+		o := origins[r.rng.IntN(len(origins))]
+		id = consumer.MsgID{Origin: o, Seq: uint64(r.rng.IntN(int(r.m.cursor[o]) + 3))}
+	}
+	var want error
+	mm := r.m.msgs[id]
+	switch {
+	case mm != nil && !mm.done:
+		r.m.resolve(mm)
+		r.m.stats.Dropped++
+		r.counts["drop"]++
+	case !r.m.claims(id):
+		want = consumer.ErrUnknownDelivery
+	}
+	err := r.s.Drop(id)
+	r.logf("drop %v: %v", id, err)
+	r.sameErr("drop", err, want)
 }
 
 func (r *run) offer() {

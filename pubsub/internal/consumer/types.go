@@ -90,6 +90,12 @@ type Stats struct {
 	DeadLettered uint64
 	// Resolved counts dead letters resolved by Resolve.
 	Resolved uint64
+	// Skipped counts the Skips that moved an origin past messages
+	// retention dropped before they were offered.
+	Skipped uint64
+	// Dropped counts pending messages Drop ended: retention dropped them
+	// after they were offered, before they were resolved.
+	Dropped uint64
 	// Merged counts pending messages dropped because a position given to
 	// Merge had them acked (at another site).
 	Merged uint64

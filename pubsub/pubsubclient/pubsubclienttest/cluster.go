@@ -83,8 +83,8 @@ func normalize(t *pubsubpb.Topic) *pubsubpb.Topic {
 	if t.Retention == nil {
 		t.Retention = &pubsubpb.Retention{}
 	}
-	if t.Retention.Policy == "" {
-		t.Retention.Policy = "all"
+	if t.Retention.Policy == "" || t.Retention.Policy == pubsubpb.RetentionAll {
+		t.Retention.Policy = pubsubpb.RetentionLimits
 	}
 	return t
 }
@@ -93,12 +93,12 @@ func (c *Cluster) createTopic(site string, def *pubsubpb.Topic) (*pubsubpb.Topic
 	if def == nil || def.Name == "" {
 		return nil, status.Error(codes.InvalidArgument, "a topic needs a name")
 	}
+	// The fake keeps every message: it checks a retention's policy but
+	// applies none.
 	switch p := def.GetRetention().GetPolicy(); p {
-	case "", "all":
-	case "limits", "interest", "work_queue":
-		return nil, status.Errorf(codes.Unimplemented, "retention policy %q is not honoured yet: use all", p)
+	case "", pubsubpb.RetentionAll, pubsubpb.RetentionLimits, pubsubpb.RetentionInterest, pubsubpb.RetentionWorkQueue:
 	default:
-		return nil, status.Errorf(codes.InvalidArgument, "unknown retention policy %q (known: all, limits, interest, work_queue)", p)
+		return nil, status.Errorf(codes.InvalidArgument, "retention.policy %q is unknown (known: limits, interest, workqueue)", p)
 	}
 	def = normalize(def)
 	c.mu.Lock()
@@ -158,8 +158,12 @@ func (c *Cluster) infoLocked(site string, t *topic) *pubsubpb.TopicInfo {
 		st := &pubsubpb.OriginStats{Origin: o}
 		for _, m := range c.mu.logs[o] {
 			if m.Topic == t.def.Name {
+				if st.Messages == 0 {
+					st.FirstSeq = m.Seq
+				}
 				st.Messages++
 				st.LastSeq = m.Seq
+				st.Bytes += uint64(len(m.Data))
 			}
 		}
 		if st.Messages > 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stabilizer/stabilizer/kv/kvclient"
 )
 
 // The bench drives the testbed through its binaries, as a user would:
@@ -204,8 +207,32 @@ func loopbackSites(dir string, sites []string, progress io.Writer) ([]siteInfo, 
 			return gen, ps, err
 		}
 	}
+	if err := waitWritable(gen); err != nil {
+		return gen, ps, err
+	}
 	fmt.Fprintf(progress, "%d sites on loopback: %s\n", len(gen), dir)
 	return gen, ps, nil
+}
+
+// waitWritable has every site take one write under `all`: a site that
+// starts with an empty store holds its first writes until it has heard
+// every peer (it might be a site whose disk was wiped), so measurements
+// begin only once all are connected and joined.
+func waitWritable(sites []siteInfo) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	for _, s := range sites {
+		cl, err := kvclient.Dial(s.Client)
+		if err != nil {
+			return err
+		}
+		_, err = cl.Put(ctx, "wanbench/ready/"+s.Site, []byte("1"), "all", 40*time.Second)
+		cl.Close()
+		if err != nil {
+			return fmt.Errorf("site %s did not take a first write: %w", s.Site, err)
+		}
+	}
+	return nil
 }
 
 // waitHealthy polls the site's /healthz for up to 30 s.
