@@ -113,9 +113,9 @@ func soakReport(res *soakResults, plots []string) string {
 	if end == nil || we == nil {
 		w("Not measured.\n")
 	} else {
-		w("At the end of the writes (%.0f s; live %s) and of the settle (%.0f s; live %s; the columns from *of which WAL* on are at the settle's end). Growth is over the last third of the writes (%.0f s to %.0f s), live data over the same span: %s.\n\n",
-			we.T, mib(we.Live), end.T, mib(end.Live), res.WriteS*2/3, res.WriteS, liveGrowth(third))
-		w("| site | disk, writes' end | disk, settle's end | of which WAL (`*.log`) | apparent | site's estimate | disk / live | disk without the WAL / live | max disk / live, last third | growth, last third |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		w("At the end of the writes (%.0f s; live %s) and of the settle (%.0f s; live %s; the columns from *of which WAL* on are at the settle's end). The range is the least and the most disk over the last third of the writes (%.0f s to %.0f s); live data over that span: %s.\n\n",
+			we.T, mib(we.Live), end.T, mib(end.Live), res.WriteS*2/3, res.WriteS, liveRange(third))
+		w("| site | disk, writes' end | disk, settle's end | of which WAL (`*.log`) | apparent | site's estimate | disk / live | disk without the WAL / live | max disk / live, last third | disk range, last third |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, s := range res.Sites {
 			a, z := we.Sites[s], end.Sites[s]
 			if a == nil || z == nil {
@@ -126,10 +126,9 @@ func soakReport(res *soakResults, plots []string) string {
 			if ok {
 				mxs = fmt.Sprintf("%.2f× (at %.0f s)", mx, at)
 			}
-			g, gok := growth(third, s)
 			gs := "–"
-			if gok {
-				gs = mib(g)
+			if lo, hi, ok := diskRange(third, s); ok {
+				gs = fmt.Sprintf("%s – %s", mib(lo), mib(hi))
 			}
 			w("| %s | %s | %s | %s | %s | %s | **%.2f×** | %.2f× | %s | %s |\n", s, mib(a.Allocated), mib(z.Allocated), mib(z.WAL), mib(z.Apparent), mib(z.Estimate),
 				ratioOf(z.Allocated, end.Live), ratioOf(z.Allocated-z.WAL, end.Live), mxs, gs)
@@ -180,11 +179,15 @@ func soakReport(res *soakResults, plots []string) string {
 	return b.String()
 }
 
-func liveGrowth(samples []*soakSample) string {
-	if len(samples) < 2 {
+func liveRange(samples []*soakSample) string {
+	if len(samples) == 0 {
 		return "–"
 	}
-	return mib(samples[len(samples)-1].Live - samples[0].Live)
+	lo, hi := samples[0].Live, samples[0].Live
+	for _, s := range samples {
+		lo, hi = min(lo, s.Live), max(hi, s.Live)
+	}
+	return fmt.Sprintf("%s – %s", mib(lo), mib(hi))
 }
 
 // writeSoakPlots draws disk per site and the live size over time, and

@@ -211,16 +211,22 @@ func maxRatio(samples []*soakSample, site string) (ratio, at float64, ok bool) {
 	return ratio, at, ok
 }
 
-// growth is how much site's disk grew over samples (first to last).
-func growth(samples []*soakSample, site string) (int64, bool) {
-	if len(samples) < 2 {
-		return 0, false
+// diskRange is the least and the most disk of site over samples.
+func diskRange(samples []*soakSample, site string) (lo, hi int64, ok bool) {
+	for _, s := range samples {
+		ss := s.Sites[site]
+		if ss == nil || ss.Allocated == 0 {
+			continue
+		}
+		if !ok || ss.Allocated < lo {
+			lo = ss.Allocated
+		}
+		if !ok || ss.Allocated > hi {
+			hi = ss.Allocated
+		}
+		ok = true
 	}
-	a, b := samples[0].Sites[site], samples[len(samples)-1].Sites[site]
-	if a == nil || b == nil {
-		return 0, false
-	}
-	return b.Allocated - a.Allocated, true
+	return lo, hi, ok
 }
 
 // floorsRose reports, per site, the kv streams whose truncation point did
