@@ -213,7 +213,8 @@ func drawSoakDisk(path string, res *soakResults) error {
 	p.X.Label.Text = "minutes since the writes began"
 	p.Y.Label.Text = "MiB"
 	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = true, true
+	// The legend sits above the lines: the y axis runs to 1.6 × the top.
+	p.Legend.Top, p.Legend.Left = true, false
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	top := 0.0
 	add := func(label string, c color.Color, dashes []vg.Length, width float64, y func(*soakSample) (float64, bool)) error {
@@ -281,8 +282,8 @@ func drawSoakDisk(path string, res *soakResults) error {
 		p.Add(l)
 		p.Legend.Add("writers stop", l)
 	}
-	p.Y.Min, p.Y.Max = 0, math.Max(1, top*1.15)
-	return p.Save(9*vg.Inch, 5*vg.Inch, path)
+	p.Y.Min, p.Y.Max = 0, math.Max(1, top*1.6)
+	return p.Save(9*vg.Inch, 5.5*vg.Inch, path)
 }
 
 func drawSoakLog(path string, res *soakResults) error {

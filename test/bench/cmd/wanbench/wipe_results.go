@@ -399,21 +399,25 @@ func wipeReport(res *wipeResults, plots []string) string {
 		}
 		w("| from the restart | seconds |\n|---|---:|\n| stable reads of every origin right | %s |\n| transfers done | %s |\n| bound | %.1f |\n\n", reads, xfer, res.BoundS)
 		w("%d rounds of sample reads; the last refusal: `%s`.\n\n", res.ReadAttempts, dash(res.LastReadError))
-		w("Phases, from the site's log (times since the restart by the log's clock; `took` is the transfer's own, from its start):\n\n")
-		w("| event | at (s) | stream | from | keys | bytes | took (s) | rate (MB/s) |\n|---|---:|---|---|---:|---:|---:|---:|\n")
+		w("Phases, from the site's log (times since the restart by the log's clock; `took` is the transfer's own, from its start); *first byte* is the first poll of status.json that showed the stream's transfer with bytes received:\n\n")
+		w("| event | at (s) | stream | from | first byte (s) | keys | bytes | took (s) | rate (MB/s) |\n|---|---:|---|---|---:|---:|---:|---:|---:|\n")
 		for _, p := range res.Phases {
 			if p.Event == "done" {
 				rate := "–"
 				if p.TookS > 0 {
 					rate = fmt.Sprintf("%.1f", float64(p.Bytes)/p.TookS/1e6)
 				}
-				w("| done | %.1f | %s | %s | %d | %s | %.1f | %s |\n", p.AtS, p.Stream, p.From, p.Keys, mib(p.Bytes), p.TookS, rate)
+				w("| done | %.1f | %s | %s | | %d | %s | %.1f | %s |\n", p.AtS, p.Stream, p.From, p.Keys, mib(p.Bytes), p.TookS, rate)
 			} else {
 				what := "receiving"
 				if p.Resume {
 					what += " (resumed)"
 				}
-				w("| %s | %.1f | %s | %s | | | | |\n", what, p.AtS, p.Stream, p.From)
+				first := "–"
+				if t, ok := res.firstByte(p.Stream); ok {
+					first = fmt.Sprintf("%.1f", t)
+				}
+				w("| %s | %.1f | %s | %s | %s | | | | |\n", what, p.AtS, p.Stream, p.From, first)
 			}
 		}
 		if len(res.Phases) > 0 {
@@ -455,6 +459,17 @@ func wipeReport(res *wipeResults, plots []string) string {
 		}
 	}
 	return b.String()
+}
+
+// firstByte is the first time since the restart that a poll saw bytes of
+// stream's transfer received.
+func (r *wipeResults) firstByte(stream string) (float64, bool) {
+	for _, p := range r.Progress {
+		if s, ok := p.Streams[stream]; ok && s.Bytes > 0 {
+			return p.T, true
+		}
+	}
+	return 0, false
 }
 
 // sizeText prints a --state size back.

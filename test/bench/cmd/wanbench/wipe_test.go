@@ -136,7 +136,8 @@ func TestWipeReport(t *testing.T) {
 	for _, want := range []string{
 		"| a wiped site serves stable reads again within 1.5 × (state / bandwidth) | met | 14.0 s against a bound of 10.0 s",
 		"| stable reads of every origin right | **14.0 s** (1.40× bound) |",
-		"| done | 5.0 | eu-west-1/kv | eu-west-1 | 1700 | 81.1 MiB | 4.0 | 21.2 |",
+		"| receiving | 1.0 | eu-west-1/kv | eu-west-1 | 2.0 | | | | |",
+		"| done | 5.0 | eu-west-1/kv | eu-west-1 | | 1700 | 81.1 MiB | 4.0 | 21.2 |",
 		"into ap-northeast-1 **248.0 MiB**",
 		"![wipe-transfer](wipe-transfer.png)",
 	} {
