@@ -130,8 +130,13 @@ func soakReport(res *soakResults, plots []string) string {
 			if lo, hi, ok := diskRange(third, s); ok {
 				gs = fmt.Sprintf("%s – %s", mib(lo), mib(hi))
 			}
-			w("| %s | %s | %s | %s | %s | %s | **%.2f×** | %.2f× | %s | %s |\n", s, mib(a.Allocated), mib(z.Allocated), mib(z.WAL), mib(z.Apparent), mib(z.Estimate),
-				ratioOf(z.Allocated, end.Live), ratioOf(z.Allocated-z.WAL, end.Live), mxs, gs)
+			// Runs before the WAL was counted have none: not measured.
+			wal, noWAL := "–", "–"
+			if z.WAL > 0 {
+				wal, noWAL = mib(z.WAL), fmt.Sprintf("%.2f×", ratioOf(z.Allocated-z.WAL, end.Live))
+			}
+			w("| %s | %s | %s | %s | %s | %s | **%.2f×** | %s | %s | %s |\n", s, mib(a.Allocated), mib(z.Allocated), wal, mib(z.Apparent), mib(z.Estimate),
+				ratioOf(z.Allocated, end.Live), noWAL, mxs, gs)
 		}
 		var errs []string
 		for _, sm := range res.Samples {

@@ -144,7 +144,7 @@ type soakSample struct {
 type soakSiteSample struct {
 	Allocated  int64         `json:"allocated_bytes"`
 	Apparent   int64         `json:"apparent_bytes"`
-	WAL        int64         `json:"wal_bytes"`
+	WAL        int64         `json:"wal_bytes,omitempty"`
 	Estimate   int64         `json:"estimate_bytes,omitempty"`
 	LogEntries uint64        `json:"kv_log_entries"`
 	Floors     []streamFloor `json:"floors,omitempty"`
