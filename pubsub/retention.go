@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/stabilizer/stabilizer/pubsub/internal/consumer"
 	"github.com/stabilizer/stabilizer/pubsub/pubsubpb"
@@ -47,23 +46,7 @@ const (
 // retainLoop applies retention every RetentionEvery, and when a test asks
 // (retainNow).
 func (b *Broker) retainLoop() {
-	t := time.NewTicker(b.cfg.RetentionEvery)
-	defer t.Stop()
-	for {
-		var done chan error
-		select {
-		case <-b.ctx.Done():
-			return
-		case <-t.C:
-		case done = <-b.retainReq:
-		}
-		err := b.retain(b.ctx)
-		if done != nil {
-			done <- err
-		} else if err != nil && b.ctx.Err() == nil {
-			b.log.Warn("retention", "error", err)
-		}
-	}
+	b.passes(b.cfg.RetentionEvery, b.retainReq, b.retain, "retention")
 }
 
 // retainNow runs a pass of retention and waits for it.

@@ -21,7 +21,14 @@ import (
 // truncateLoop truncates the pub/sub streams every TruncateEvery, and when
 // a test asks (truncateNow).
 func (b *Broker) truncateLoop() {
-	t := time.NewTicker(b.cfg.TruncateEvery)
+	b.passes(b.cfg.TruncateEvery, b.truncateReq, b.truncateStreams, "truncate the pub/sub streams")
+}
+
+// passes runs pass every interval, and at once when asked on req (whose
+// caller gets its error), until the broker closes; a failed pass nobody
+// asked for is logged as what.
+func (b *Broker) passes(interval time.Duration, req chan chan error, pass func(context.Context) error, what string) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		var done chan error
@@ -29,13 +36,13 @@ func (b *Broker) truncateLoop() {
 		case <-b.ctx.Done():
 			return
 		case <-t.C:
-		case done = <-b.truncateReq:
+		case done = <-req:
 		}
-		err := b.truncateStreams(b.ctx)
+		err := pass(b.ctx)
 		if done != nil {
 			done <- err
 		} else if err != nil && b.ctx.Err() == nil {
-			b.log.Warn("truncate the pub/sub streams", "error", err)
+			b.log.Warn(what, "error", err)
 		}
 	}
 }
