@@ -3,6 +3,7 @@ package stabilizer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -271,28 +272,65 @@ func (n *Node) waitError(id StreamID, predicate, name string, seq uint64, waited
 	if err != nil {
 		return e
 	}
-	p, err := frontier.Compile(strings.TrimPrefix(name, "="), n.cfg.Schema)
+	var parts []string
+	for _, l := range n.PredicateAcks(ctx, name, acks) {
+		parts = append(parts, l.String())
+	}
+	e.Acks = strings.Join(parts, "; ")
+	return e
+}
+
+// LevelAcks is one ack level a predicate reads, with every site's ack at
+// it, in the schema's site order.
+type LevelAcks struct {
+	Level string
+	Sites []string
+	Seqs  []uint64
+}
+
+// String reads "persisted: us-east-1=812 eu-west-1=790".
+func (l LevelAcks) String() string {
+	row := make([]string, len(l.Sites))
+	for i, s := range l.Sites {
+		row[i] = fmt.Sprintf("%s=%d", s, l.Seqs[i])
+	}
+	return l.Level + ": " + strings.Join(row, " ")
+}
+
+// Below returns the sites whose ack at the level is below seq, as
+// "site=ack": what a frontier stuck short of seq waits on.
+func (l LevelAcks) Below(seq uint64) []string {
+	var out []string
+	for i, s := range l.Sites {
+		if l.Seqs[i] < seq {
+			out = append(out, fmt.Sprintf("%s=%d", s, l.Seqs[i]))
+		}
+	}
+	return out
+}
+
+// PredicateAcks picks out of a stream's flat ack table (AckTable,
+// StreamStatus.Acks) the levels a predicate (a name or a source) reads,
+// each with every site's ack: how far what it waits on got, as WaitError
+// prints it. Every level when the predicate is not known.
+func (n *Node) PredicateAcks(ctx context.Context, predicate string, acks []uint64) []LevelAcks {
+	p, err := frontier.Compile(strings.TrimPrefix(predicate, "="), n.cfg.Schema)
 	if err != nil {
 		for _, d := range n.Predicates(ctx) {
-			if d.Name == name {
+			if d.Name == predicate {
 				p, _ = frontier.Compile(d.Source, n.cfg.Schema)
 			}
 		}
 	}
-	var parts []string
 	sites := n.cfg.Schema.Sites
+	var out []LevelAcks
 	for l, level := range n.cfg.Schema.LevelNames() {
-		if p != nil && !p.ReadsLevel(l) {
+		if (p != nil && !p.ReadsLevel(l)) || len(acks) < (l+1)*len(sites) {
 			continue
 		}
-		row := make([]string, len(sites))
-		for i, s := range sites {
-			row[i] = fmt.Sprintf("%s=%d", s, acks[l*len(sites)+i])
-		}
-		parts = append(parts, level+": "+strings.Join(row, " "))
+		out = append(out, LevelAcks{Level: level, Sites: sites, Seqs: slices.Clone(acks[l*len(sites) : (l+1)*len(sites)])})
 	}
-	e.Acks = strings.Join(parts, "; ")
-	return e
+	return out
 }
 
 // AckTable returns a copy of a stream's ack table as this site knows it,

@@ -10,6 +10,18 @@ import (
 // below it, so the first byte tells the two apart.
 const MinChannelTag = 0x80
 
+// Channel tags the library keeps for itself; HandleChannel refuses them.
+// Applications take theirs from MinChannelTag up (kv/lin 0x90, pubsub 0x91).
+const (
+	// rttChannel carries the pings and pongs that measure each peer's
+	// round trip (rtt.go), on the control plane.
+	rttChannel = 0xfd
+	// transferChannel carries state transfer between sites: requests and
+	// credit on the data plane, snapshot data on the bulk plane, so that a
+	// transfer never queues live entries or acks behind it.
+	transferChannel = 0xfe
+)
+
 // ChannelHandler receives the frames peers sent on an application channel.
 // It is called from the transport's goroutines, in order per peer; it must
 // not block for long (it holds up that peer's data plane).
@@ -22,8 +34,11 @@ func (n *Node) HandleChannel(tag byte, h ChannelHandler) error {
 	if tag < MinChannelTag {
 		return fmt.Errorf("stabilizer: channel tag %#x: must be at least %#x", tag, MinChannelTag)
 	}
-	if tag == transferChannel {
+	switch tag {
+	case transferChannel:
 		return fmt.Errorf("stabilizer: channel tag %#x: reserved for state transfer", tag)
+	case rttChannel:
+		return fmt.Errorf("stabilizer: channel tag %#x: reserved for round-trip pings", tag)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -62,8 +77,12 @@ func (n *Node) channelFrame(from string, frame []byte) bool {
 	if len(frame) == 0 || frame[0] < MinChannelTag {
 		return false
 	}
-	if frame[0] == transferChannel {
+	switch frame[0] {
+	case transferChannel:
 		n.transferFrame(from, frame[1:])
+		return true
+	case rttChannel:
+		n.rttFrame(from, frame[1:])
 		return true
 	}
 	n.mu.Lock()

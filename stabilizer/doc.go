@@ -116,10 +116,15 @@
 //   - the disk guard's ticker, which reads the free space every
 //     DiskCheckInterval;
 //   - state transfer's: the receiving loop (runTransfers), and a sender
-//     per snapshot a peer reads from this site.
+//     per snapshot a peer reads from this site;
+//   - the pinger (runPings), which measures every connected peer's round
+//     trip each PingInterval and when the peer connects: a ping on the
+//     reserved channel 0xfd of the control plane, answered by a pong from
+//     the transport's goroutine (Peers, RoundTrips,
+//     stabilizer_peer_rtt_seconds).
 //
-// Lock order: Node.mu, publisher.mu, appQueue.mu and diskGuard.mu are
-// leaves; none is held while taking another, nor across disk or network IO.
+// Lock order: Node.mu, publisher.mu, appQueue.mu, diskGuard.mu and
+// rttTable.mu are leaves; none is held while taking another, nor across disk or network IO.
 // diskGuard.checking, which only serializes the guard's checks, is held
 // across statfs and taken before diskGuard.mu. Node.mu.apps is fixed at
 // Start and read without the lock afterwards.

@@ -66,6 +66,7 @@ func (n *Node) planeChange(peer string, plane Plane, up bool) {
 		return
 	}
 	n.m.setConnected(peer, now)
+	n.rttConnected(peer, now)
 	_ = n.submit(context.Background(), func() {
 		var err error
 		if now {

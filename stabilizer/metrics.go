@@ -17,6 +17,7 @@ type metrics struct {
 	recvBytes   *prometheus.CounterVec
 	recvMsgs    *prometheus.CounterVec
 	connected   *prometheus.GaugeVec
+	rtt         *prometheus.GaugeVec
 	waitSeconds *prometheus.HistogramVec
 	readies     prometheus.Counter
 	entries     prometheus.Counter
@@ -48,6 +49,9 @@ func newMetrics(reg prometheus.Registerer, site string) (*metrics, error) {
 			Help: "Protocol frames received, per peer.", ConstLabels: constLabels}, []string{"peer"}),
 		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "stabilizer_peer_connected",
 			Help: "1 while both connections to the peer are up.", ConstLabels: constLabels}, []string{"peer"}),
+		rtt: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "stabilizer_peer_rtt_seconds",
+			Help:        "Smoothed round trip to the peer, measured by pings on the control connection since it last connected; absent while not connected.",
+			ConstLabels: constLabels}, []string{"peer"}),
 		waitSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "stabilizer_wait_seconds",
 			Help: "Time WaitFor waited for a frontier, per predicate.", ConstLabels: constLabels,
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}, []string{"predicate"}),
@@ -81,7 +85,7 @@ func newMetrics(reg prometheus.Registerer, site string) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.appends, m.sentBytes, m.sentMsgs, m.recvBytes, m.recvMsgs,
-		m.connected, m.waitSeconds, m.readies, m.entries, m.advances, m.relayed, m.inline,
+		m.connected, m.rtt, m.waitSeconds, m.readies, m.entries, m.advances, m.relayed, m.inline,
 		m.diskFree, m.diskReserve, m.diskFull, m.diskRefusals, m.diskDropped, m.transferBytes, m.transfers} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError

@@ -229,6 +229,8 @@ type Node struct {
 	xfers      transferStats
 	lastReport time.Time
 	gate       gate
+	// rtt: the peers' round trips (rtt.go).
+	rtt rttTable
 	// joinBy: when a joining site gives up waiting for every peer (loop).
 	joinBy time.Time
 
@@ -325,6 +327,7 @@ func New(cfg Config) (*Node, error) {
 	n.mu.idle = list.New()
 	n.mu.planes = map[string]uint8{}
 	n.pub.init()
+	n.rtt.init()
 	return n, nil
 }
 
@@ -406,8 +409,9 @@ func (n *Node) Start() error {
 	}
 	n.startApps()
 	if len(n.cfg.Schema.Sites) > 1 {
-		n.wg.Add(1)
+		n.wg.Add(2)
 		go n.runTransfers()
+		go n.runPings()
 	}
 	n.wg.Add(3)
 	go n.loop()

@@ -7,11 +7,6 @@ import (
 	"hash/crc32"
 )
 
-// transferChannel carries state transfer between sites: requests and
-// credit on the data plane, snapshot data on the bulk plane, so that a
-// transfer never queues live entries or acks behind it.
-const transferChannel = 0xfe
-
 // Frame kinds.
 const (
 	frameRequest = 'Q' // receiver -> source: send stream from after, this much
