@@ -1,6 +1,7 @@
 package site
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -50,12 +52,26 @@ type Site struct {
 	files   *fileshare.Service
 	reg     *prometheus.Registry
 	started time.Time
+	// The status page's frontier history, sampled by runSampler until
+	// stopSampler is closed (samplerDone then closes).
+	console     consoleOptions
+	hist        history
+	stopSampler chan struct{}
+	samplerDone chan struct{}
+	stopOnce    sync.Once
 }
 
 // Start builds and starts everything the config describes. On error it
 // stops what it had started.
-func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
-	s := &Site{cfg: cfg, log: log, reg: prometheus.NewRegistry(), started: time.Now()}
+func Start(cfg *siteconfig.Config, log hclog.Logger) (*Site, error) {
+	return start(cfg, log, consoleOptions{})
+}
+
+// start is Start with the status page's sampler tuned (tests).
+func start(cfg *siteconfig.Config, log hclog.Logger, co consoleOptions) (_ *Site, err error) {
+	co.SampleEvery = cmp.Or(co.SampleEvery, defaultSampleEvery)
+	co.StallAfter = cmp.Or(co.StallAfter, defaultStallAfter)
+	s := &Site{cfg: cfg, log: log, reg: prometheus.NewRegistry(), started: time.Now(), console: co}
 	var closers []func()
 	defer func() {
 		if err != nil {
@@ -181,6 +197,9 @@ func Start(cfg *siteconfig.Config, log hclog.Logger) (_ *Site, err error) {
 		closers = append(closers, func() { linear.Node.Close() })
 	}
 	s.linear = linear
+	s.stopSampler, s.samplerDone = make(chan struct{}), make(chan struct{})
+	go s.runSampler(s.stopSampler, s.samplerDone, co.SampleEvery)
+	closers = append(closers, s.stopHistory)
 	s.serveGRPC(clientL, clientTLS)
 	closers = append(closers, s.grpc.Stop)
 	s.serveHTTP(httpL)
@@ -296,6 +315,7 @@ func (s *Site) Shutdown(ctx context.Context) error {
 		s.grpc.Stop()
 	}
 	errs = append(errs, s.http.Shutdown(ctx))
+	s.stopHistory()
 	for _, c := range s.peers {
 		errs = append(errs, c.Close())
 	}
@@ -305,6 +325,12 @@ func (s *Site) Shutdown(ctx context.Context) error {
 	errs = append(errs, s.store.Close())
 	errs = append(errs, s.node.Close())
 	return errors.Join(errs...)
+}
+
+// stopHistory stops the frontier sampler and waits for it; idempotent.
+func (s *Site) stopHistory() {
+	s.stopOnce.Do(func() { close(s.stopSampler) })
+	<-s.samplerDone
 }
 
 // Node returns the site's node.

@@ -1,8 +1,11 @@
 package site
 
 import (
+	"cmp"
 	"context"
+	_ "embed"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"maps"
 	"net/http"
@@ -14,18 +17,30 @@ import (
 	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
-// statusView is what the status page and status.json show.
+// statusView is what the status page and status.json show. Tools read
+// status.json (test/bench's wanbench: Sites, Streams, Retention,
+// DiskTotal, Transfers): fields are added, never renamed.
 type statusView struct {
 	Site      string
 	Sites     []string
 	Connected map[string]bool
 	Uptime    string
 	Disk      stabilizer.DiskStatus
-	Streams   []streamView
-	Preds     []predView
-	Topics    []topicView
-	Shares    []fileshare.ShareStatus
-	Chunks    fileshare.GCStats // the chunk collector's last pass
+	// Now is when the view was taken (RFC 3339); Links, every site with
+	// its connection and measured round trip, this one first; Stalled,
+	// the frontiers below their head that have not moved for StallAfter,
+	// with what they wait for.
+	Now        string
+	Links      []linkView
+	LinksUp    int // peers connected
+	LinksTotal int // peers
+	Stalled    []stalledView
+	StallAfter string
+	Streams    []streamView
+	Preds      []predView
+	Topics     []topicView
+	Shares     []fileshare.ShareStatus
+	Chunks     fileshare.GCStats // the chunk collector's last pass
 	// Retention: per stream what this site keeps of its log; Usage, the
 	// store's disk use per application; Transfers, state transfers in
 	// progress.
@@ -68,10 +83,34 @@ type subView struct {
 	Site                    string
 	Consumers               int
 	Unacked, Delivered      uint64
+	InFlight                uint64 // delivered, waiting for the consumer's reply
 	Redelivered, DeadLetter uint64
 }
 
 type predView struct{ Name, Source string }
+
+// linkView is one site as this site sees it.
+type linkView struct {
+	Site      string
+	Self      bool // this site
+	Connected bool
+	// RTT is the measured round trip as text ("" when none), RTTSeconds
+	// the same smoothed value, LastRTTSeconds the latest sample.
+	RTT                        string
+	RTTSeconds, LastRTTSeconds float64
+	// Sent and Received count the protocol bytes exchanged with the site.
+	SentBytes, ReceivedBytes uint64
+	Sent, Received           string
+}
+
+// stalledView is a frontier below its head that has not moved for
+// StallAfter.
+type stalledView struct {
+	Stream, Predicate string
+	Frontier, Head    uint64
+	For               string   // how long it has not moved
+	WaitsFor          []string // per level read: the sites below the next seq, "persisted: eu-west-1=3"
+}
 
 type streamView struct {
 	Origin, Stream  string
@@ -90,12 +129,32 @@ type frontierView struct {
 	Seq       uint64
 	Version   uint64
 	Behind    uint64
+	// LagSeconds: now minus the HLC of the frontier, 0 at the head (Lag,
+	// as text); Stalled: below the head and unmoved for StallAfter, since
+	// StalledFor, waiting on WaitsFor; History: the last samples, oldest
+	// first, one per second.
+	LagSeconds float64
+	Lag        string
+	Stalled    bool
+	StalledFor string   `json:",omitempty"`
+	WaitsFor   []string `json:",omitempty"`
+	History    []point
+	Spark      template.HTML `json:"-"`
 }
 
 func (s *Site) view(ctx context.Context) (statusView, error) {
 	schema := s.node.Schema()
+	now := time.Now()
 	v := statusView{Site: s.cfg.Site, Sites: schema.Sites, Connected: s.node.Connected(),
-		Uptime: time.Since(s.started).Round(time.Second).String(), Disk: s.node.DiskStatus()}
+		Uptime: time.Since(s.started).Round(time.Second).String(), Disk: s.node.DiskStatus(),
+		Now: now.Format(time.RFC3339), StallAfter: s.console.StallAfter.String()}
+	v.Links = s.linksView()
+	for _, l := range v.Links[1:] {
+		v.LinksTotal++
+		if l.Connected {
+			v.LinksUp++
+		}
+	}
 	for _, d := range s.node.Predicates(ctx) {
 		v.Preds = append(v.Preds, predView{d.Name, d.Source})
 	}
@@ -110,8 +169,12 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 			sv.Levels = append(sv.Levels, levelRow{level, st.Acks[l*n : l*n+n]})
 		}
 		for _, p := range v.Preds {
-			f := st.Frontiers[p.Name]
-			sv.Frontiers = append(sv.Frontiers, frontierView{p.Name, f.Seq, f.Version, st.Head - min(f.Seq, st.Head)})
+			fv := s.frontierView(ctx, st, p.Name, now)
+			sv.Frontiers = append(sv.Frontiers, fv)
+			if fv.Stalled {
+				v.Stalled = append(v.Stalled, stalledView{Stream: st.Stream.String(), Predicate: p.Name, Frontier: fv.Seq,
+					Head: st.Head, For: fv.StalledFor, WaitsFor: fv.WaitsFor})
+			}
 		}
 		v.Streams = append(v.Streams, sv)
 		v.Retention = append(v.Retention, retentionView{Stream: st.Stream.String(), Head: st.Head, Truncated: st.Truncated,
@@ -124,6 +187,9 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 		v.Shares = shares
 	}
 	v.Chunks = s.files.GCStatus()
+	slices.SortFunc(v.Stalled, func(a, b stalledView) int {
+		return cmp.Or(strings.Compare(a.Stream, b.Stream), strings.Compare(a.Predicate, b.Predicate))
+	})
 	slices.SortFunc(v.Streams, func(a, b streamView) int {
 		if a.Stream != b.Stream {
 			if a.Stream < b.Stream {
@@ -137,6 +203,51 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 		return 1
 	})
 	return v, nil
+}
+
+// frontierView is one predicate's frontier on a stream: lag, history and,
+// when stalled, what it waits for: at each level the predicate reads, the
+// sites whose ack is below the next seq (as WaitFor's timeout error says).
+func (s *Site) frontierView(ctx context.Context, st stabilizer.StreamStatus, pred string, now time.Time) frontierView {
+	f := st.Frontiers[pred]
+	fv := frontierView{Predicate: pred, Seq: f.Seq, Version: f.Version, Behind: st.Head - min(f.Seq, st.Head),
+		LagSeconds: lagSeconds(f, st.Head, now)}
+	fv.Lag = secondsText(fv.LagSeconds)
+	pts, moved := s.hist.get(st.Stream, pred)
+	fv.History = pts
+	if fv.Behind > 0 && !moved.IsZero() && now.Sub(moved) >= s.console.StallAfter {
+		fv.Stalled = true
+		fv.StalledFor = now.Sub(moved).Round(time.Second).String()
+		for _, l := range s.node.PredicateAcks(ctx, pred, st.Acks) {
+			if below := l.Below(f.Seq + 1); len(below) > 0 {
+				fv.WaitsFor = append(fv.WaitsFor, l.Level+": "+strings.Join(below, " "))
+			}
+		}
+	}
+	fv.Spark = sparkline(pts, fv.Stalled)
+	return fv
+}
+
+// linksView lists every site, this one first, with what this site knows
+// of its link to it.
+func (s *Site) linksView() []linkView {
+	out := []linkView{{Site: s.cfg.Site, Self: true, Connected: true}}
+	for _, p := range s.node.Peers() {
+		l := linkView{Site: p.Site, Connected: p.Connected, RTTSeconds: p.RTT.Seconds(), LastRTTSeconds: p.LastRTT.Seconds(),
+			SentBytes: p.SentBytes, ReceivedBytes: p.ReceivedBytes, Sent: bytesText(p.SentBytes), Received: bytesText(p.ReceivedBytes)}
+		if p.RTT > 0 {
+			l.RTT = rttText(p.RTT)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func rttText(d time.Duration) string {
+	if d < 10*time.Millisecond {
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 }
 
 // usageView fills in the disk use per application and per stream's log.
@@ -178,7 +289,7 @@ func (s *Site) topicsView(ctx context.Context) []topicView {
 			if !sub.Durable {
 				name = "(ephemeral)"
 			}
-			tv.Subs = append(tv.Subs, subView{Name: name, Site: sub.Site, Consumers: sub.Consumers, Unacked: sub.Stats.Pending,
+			tv.Subs = append(tv.Subs, subView{Name: name, Site: sub.Site, Consumers: sub.Consumers, Unacked: sub.Stats.Pending, InFlight: sub.Stats.InFlight,
 				Delivered: sub.Stats.Delivered, Redelivered: sub.Stats.Redelivered, DeadLetter: sub.Stats.DeadLettered})
 		}
 		out = append(out, tv)
@@ -211,60 +322,9 @@ func (s *Site) statusPage(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(b.String()))
 }
 
-var page = template.Must(template.New("status").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="2">
-<title>{{.Site}} — Stabilizer</title>
-<style>
-body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}
-td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
-th{background:#f3f3f3}td.l,th.l{text-align:left}
-.up{color:#176f2c;font-weight:bold}.down{color:#b00020;font-weight:bold}
-.behind{color:#b36b00}code{background:#f6f6f6;padding:0 .2em}
-</style></head><body>
-<h1>Site {{.Site}}</h1>
-<p>Up {{.Uptime}}. This page refreshes every 2 seconds.</p>
-<p>Disk: {{.Disk}}{{if .Disk.Full}}: <span class=down>FULL</span>, writes and peers' data refused until space is freed{{end}}.</p>
-<h2>Sites</h2>
-<table><tr><th class=l>site</th><th class=l>connection</th></tr>
-{{range .Sites}}<tr><td class=l>{{.}}</td><td class=l>{{if eq . $.Site}}this site{{else if index $.Connected .}}<span class=up>connected</span>{{else}}<span class=down>not connected</span>{{end}}</td></tr>
-{{end}}</table>
-<h2>Predicates</h2>
-<table><tr><th class=l>name</th><th class=l>predicate</th></tr>
-{{range .Preds}}<tr><td class=l>{{.Name}}</td><td class=l><code>{{.Source}}</code></td></tr>{{end}}
-</table>
-<h2>Streams</h2>
-{{range .Streams}}
-<h3>{{.Origin}}/{{.Stream}} — head {{.Head}}, persisted here {{.Persisted}}</h3>
-<table><tr><th class=l>level</th>{{range $.Sites}}<th>{{.}}</th>{{end}}</tr>
-{{range .Levels}}<tr><td class=l>{{.Level}}</td>{{range .Seqs}}<td>{{.}}</td>{{end}}</tr>{{end}}
-</table>
-<table><tr><th class=l>predicate</th><th>frontier</th><th>behind head</th><th>version</th></tr>
-{{range .Frontiers}}<tr><td class=l>{{.Predicate}}</td><td>{{.Seq}}</td><td class="{{if .Behind}}behind{{end}}">{{.Behind}}</td><td>{{.Version}}</td></tr>{{end}}
-</table>
-{{else}}<p>No streams yet.</p>{{end}}
-<h2>Retention</h2>
-<p>Store on disk: {{.DiskTotal}}.{{range .Transfers}} State transfer of <b>{{.Stream}}</b>{{if .Source}} from {{.Source}}: {{.Bytes}} of {{.TotalBytes}} bytes{{end}}{{if .Waiting}}: waiting for {{.Waiting}}{{end}}.{{end}}</p>
-<table><tr><th class=l>stream</th><th>head</th><th>dropped up to</th><th>entries kept</th><th>log on disk</th><th class=l></th></tr>
-{{range .Retention}}<tr><td class=l>{{.Stream}}</td><td>{{.Head}}</td><td>{{.Truncated}}</td><td>{{.Retained}}</td><td>{{.LogBytes}}</td><td class=l>{{if .Behind}}<span class=behind>behind: catching up from a snapshot</span>{{end}}</td></tr>{{end}}
-</table>
-<table><tr><th class=l>application</th><th>on disk</th></tr>
-{{range .Usage}}<tr><td class=l>{{.Namespace}}</td><td>{{.Bytes}}</td></tr>{{end}}
-</table>
-<h2>Topics</h2>
-{{range .Topics}}
-<h3>{{.Name}} — {{.Stored}} messages stored here ({{.StoredBytes}} bytes)</h3>
-<p>publish-ack <code>{{.PublishAck}}</code>, delivery <code>{{.Delivery}}</code>, retention <code>{{.Retention}}</code>{{if .Audience}}, audience {{range .Audience}}{{.}} {{end}}{{end}}</p>
-{{if .Origins}}<p>first retained seq: {{range .Origins}}{{.Origin}} {{if .FirstSeq}}{{.FirstSeq}}{{else}}none{{end}}{{if .Truncated}} (dropped to {{.Truncated}}){{end}}; {{end}}</p>{{end}}
-<table><tr><th class=l>subscription</th><th class=l>site</th><th>consumers</th><th>unacked</th><th>delivered</th><th>redelivered</th><th>dead-lettered</th></tr>
-{{range .Subs}}<tr><td class=l>{{.Name}}</td><td class=l>{{.Site}}</td><td>{{.Consumers}}</td><td class="{{if .Unacked}}behind{{end}}">{{.Unacked}}</td><td>{{.Delivered}}</td><td>{{.Redelivered}}</td><td>{{.DeadLetter}}</td></tr>
-{{else}}<tr><td class=l colspan=7>no subscriptions</td></tr>{{end}}
-</table>
-{{else}}<p>No topics yet.</p>{{end}}
-<h2>Shares</h2>
-{{if .Shares}}<table><tr><th class=l>share</th><th class=l>visibility</th><th>files shown</th><th>versions here</th><th>pending stability</th><th>conflicts</th></tr>
-{{range .Shares}}<tr><td class=l>{{.Name}}</td><td class=l><code>{{.Visibility}}</code></td><td>{{.Paths}}</td><td>{{.Versions}}</td><td class="{{if .Pending}}behind{{end}}">{{.Pending}}</td><td class="{{if .Conflicts}}behind{{end}}">{{.Conflicts}}</td></tr>{{end}}
-</table>{{else}}<p>No shares yet.</p>{{end}}
-<p>File chunks: {{.Chunks}}</p>
-</body></html>
-`))
+//go:embed console.html
+var consoleHTML string
+
+// page is the console: one template, its CSS inline, no external assets;
+// a little script refreshes it in place, and without script it reloads.
+var page = template.Must(template.New("console").Parse(consoleHTML))
