@@ -137,7 +137,7 @@ func TestConsole(t *testing.T) {
 		"waits for persisted: ap-northeast-1=",
 		// The topic, its subscription and backlog.
 		"jobs — 3 messages stored here",
-		"<td class=l><b>workers</b></td><td class=l>us-east-1</td>",
+		"<td class=l><b>workers</b> <span class=mute>at us-east-1</span></td>",
 		// The share and its pending version.
 		"<td class=l><b>ckpt</b></td><td class=l><code>all</code></td>",
 	}

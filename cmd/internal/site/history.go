@@ -127,7 +127,7 @@ func (s *Site) runSampler(stop <-chan struct{}, done chan<- struct{}, every time
 }
 
 // Sparkline geometry, in CSS pixels.
-const sparkW, sparkH = 160, 28
+const sparkW, sparkH = 132, 22
 
 // sparkline draws the lag samples as an inline SVG: an area under the
 // line, red when the frontier is stalled. Its title gives the range.
@@ -154,9 +154,10 @@ func sparkline(pts []point, stalled bool) template.HTML {
 	area := fmt.Sprintf("%.1f,%d %s%d,%d", x0, sparkH-2, line.String(), sparkW, sparkH-2)
 	return template.HTML(fmt.Sprintf(`<svg class=spark width=%d height=%d viewBox="0 0 %d %d" role=img>`+
 		`<title>lag over the last %d s: max %s</title>`+
+		`<line x1=0 y1=%d x2=%d y2=%d stroke="#d5d9e0" stroke-dasharray="2 3"/>`+
 		`<polygon points="%s" fill="%s" fill-opacity=".15"/>`+
 		`<polyline points="%s" fill=none stroke="%s" stroke-width="1.5"/></svg>`,
-		sparkW, sparkH, sparkW, sparkH, len(pts), secondsText(most), area, colour, strings.TrimSpace(line.String()), colour))
+		sparkW, sparkH, sparkW, sparkH, len(pts), secondsText(most), sparkH-2, sparkW, sparkH-2, area, colour, strings.TrimSpace(line.String()), colour))
 }
 
 // secondsText prints a duration in seconds the way the page shows lag.

@@ -213,6 +213,9 @@ func (s *Site) frontierView(ctx context.Context, st stabilizer.StreamStatus, pre
 	fv := frontierView{Predicate: pred, Seq: f.Seq, Version: f.Version, Behind: st.Head - min(f.Seq, st.Head),
 		LagSeconds: lagSeconds(f, st.Head, now)}
 	fv.Lag = secondsText(fv.LagSeconds)
+	if fv.Behind > 0 && f.HLC.Wall <= 0 {
+		fv.Lag = "—" // nothing stable yet: no time to measure from
+	}
 	pts, moved := s.hist.get(st.Stream, pred)
 	fv.History = pts
 	if fv.Behind > 0 && !moved.IsZero() && now.Sub(moved) >= s.console.StallAfter {

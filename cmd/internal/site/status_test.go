@@ -21,7 +21,7 @@ func TestStatusPageRenders(t *testing.T) {
 	}
 	for _, want := range []string{"Stabilizer <span>·</span> us-east-1", "connected", "us-east-1/kv — head 5", `<td class="num below">3</td>`, "majority(persisted(sites))",
 		"jobs.events — 12 messages stored here",
-		"Disk: 41.2 MiB free under /data, reserve 256.0 MiB: <span class=down>FULL</span>", "<td class=l><b>dash</b></td>", `<td class="num behind">7</td>`} {
+		"Disk: 41.2 MiB free under /data, reserve 256.0 MiB: <span class=down>FULL</span>", "<td class=l><b>dash</b> <span class=mute>at eu-west-1</span></td>", `<td class="num behind">7</td>`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("page lacks %q", want)
 		}
