@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test demo demo-predicates bench bench-pubsub bench-files soak soak-short bench-wipe bench-go lint fuzz proto clean
+.PHONY: all build test demo demo-predicates bench bench-pubsub bench-files soak soak-short bench-wipe bench-go console-screenshot lint fuzz proto clean
 
 all: build
 
@@ -29,6 +29,14 @@ demo:
 
 demo-predicates:
 	bash deploy/demo/predicates.sh
+
+# A screenshot of the cluster console (a site's status page) over the ec2-3
+# emulated WAN with a region cut off, for a person to look at; needs Debian's
+# chromium (apt-get install -y chromium). Not part of CI. Writes
+# deploy/console/console.png, or CONSOLE_PNG.
+CONSOLE_PNG ?= deploy/console/console.png
+console-screenshot:
+	bash deploy/console/screenshot.sh $(CONSOLE_PNG)
 
 # Issue 7's side-by-side run: our KV per predicate, our Raft mode and etcd on
 # the ec2-5 emulated WAN, then loopback throughput against etcd and NATS
