@@ -214,6 +214,24 @@ func (s *Syncer) prepareUpload(a plan.Action) (fileInfo, error) {
 	return info, nil
 }
 
+// prestage puts the chunks of a settled file of a commit directory whose
+// marker has not appeared yet. The site appends them to its files stream,
+// so they cross to the other sites while the trainer writes the rest of
+// the checkpoint; at the commit only what changed since is left to move
+// (the commit's upload asks the site what it lacks again). Nothing becomes
+// visible: no version names the chunks until the commit, and a checkpoint
+// abandoned half-way leaves chunks the site's collector drops after its
+// grace period. A failure here only costs the time it would have saved.
+func (s *Syncer) prestage(ctx context.Context, p string) {
+	info, ok := s.ix.Files[p]
+	if !ok {
+		return
+	}
+	if err := s.pushFile(ctx, plan.Action{Path: p}, info); err != nil && ctx.Err() == nil {
+		s.log.Debug("prestage", "path", p, "error", err)
+	}
+}
+
 // pushFile puts the chunks of a local file the site lacks and checks the
 // file did not change meanwhile.
 func (s *Syncer) pushFile(ctx context.Context, a plan.Action, info fileInfo) error {
