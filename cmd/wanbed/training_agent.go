@@ -39,8 +39,8 @@ type agentOptions struct {
 // The scenario's keys: the job record is linearizable (owned under a
 // lease); manifests and lineage edges live in the eventually consistent KV
 // and are written under the predicate.
-func jobKey(job string) string            { return "/lin/jobs/" + job }
-func ckptDir(step int) string             { return fmt.Sprintf("step-%06d", step) }
+func jobKey(job string) string                { return "/lin/jobs/" + job }
+func ckptDir(step int) string                 { return fmt.Sprintf("step-%06d", step) }
 func manifestKey(job string, step int) string { return "ckpt/" + job + "/" + ckptDir(step) }
 func lineageKey(job string, step int, edge string) string {
 	return "lineage/" + job + "/" + ckptDir(step) + "/" + edge
