@@ -193,7 +193,7 @@ func (t *training) setup(ctx context.Context) error {
 		return err
 	}
 	for _, r := range []string{t.us, t.eu} {
-		if err := t.spawn(r, "stabsync", t.sync, "run", t.folder(r)); err != nil {
+		if err := t.spawn(r, "stabsync", t.sync, "run", t.folder(r), "--verbose"); err != nil {
 			return err
 		}
 	}

@@ -226,7 +226,7 @@ func (a *agent) train(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := a.waitShareStable(ctx, fs, ckptDir(step)); err != nil {
+		if err := a.waitShareStable(ctx, fs, m); err != nil {
 			return err
 		}
 		a.emit(agentEvent{Ev: "ckpt.stable", Step: step})
@@ -293,30 +293,31 @@ func (a *agent) writeCheckpoint(ctx context.Context, step int) (manifest, error)
 }
 
 // waitShareStable waits until every file of the checkpoint directory has a
-// version at this site that is stable under the share's visibility.
-func (a *agent) waitShareStable(ctx context.Context, fs filesharepb.FileShareClient, dir string) error {
-	want := a.o.shards + 1
+// version at this site that is stable under the share's visibility. It
+// asks per path: a listing of the whole share costs the site a stability
+// check of every version it holds.
+func (a *agent) waitShareStable(ctx context.Context, fs filesharepb.FileShareClient, m manifest) error {
+	paths := []string{ckptDir(m.Step) + "/.metadata"}
+	for _, s := range m.Shards {
+		paths = append(paths, s.Path)
+	}
 	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		res, err := fs.List(ctx, &filesharepb.ListRequest{Share: a.o.share})
-		if err == nil {
-			stable := 0
-			for _, v := range res.Versions {
-				if strings.HasPrefix(v.Path, dir+"/") && v.Stable && !v.Deleted {
-					stable++
-				}
-			}
-			if stable >= want {
-				return nil
-			}
+	var err error
+	for len(paths) > 0 {
+		var res *filesharepb.ListResponse
+		res, err = fs.List(ctx, &filesharepb.ListRequest{Share: a.o.share, Path: paths[0]})
+		if err == nil && slices.ContainsFunc(res.Versions, func(v *filesharepb.Version) bool { return v.Stable && !v.Deleted }) {
+			paths = paths[1:]
+			continue
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("checkpoint %s: not stable in share %s within 2m (last error: %v)", dir, a.o.share, err)
+			return fmt.Errorf("checkpoint %s: %s not stable in share %s within 2m (last error: %v)", ckptDir(m.Step), paths[0], a.o.share, err)
 		}
 		if err := pause(ctx, 10*time.Millisecond); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
 // record writes the checkpoint's lineage edges, then its manifest, each
