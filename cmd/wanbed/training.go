@@ -52,6 +52,8 @@ type training struct {
 	clients    map[string]*kvclient.Client
 	resumable  map[int]time.Time // step -> when the checkpoint was resumable at eu
 	lossAt     time.Time
+	electedAt  time.Time // when eu first saw a Raft leader other than us after the loss
+	leaderPoll time.Time
 	checks     []check
 }
 
@@ -308,6 +310,7 @@ func (t *training) await(ctx context.Context, name, ev string, match func(agentE
 			return agentEvent{}, fmt.Errorf("%s: no %s within %v (events: %s, log: %s)", name, ev, timeout, t.procs[name].events, t.procs[name].log)
 		}
 		t.pollResumable(ctx)
+		t.pollLeader(ctx)
 		if err := pause(ctx, 10*time.Millisecond); err != nil {
 			return agentEvent{}, err
 		}
@@ -328,6 +331,23 @@ func (t *training) pollResumable(ctx context.Context) {
 		}
 		t.resumable[e.Step] = time.Now()
 	}
+}
+
+// pollLeader notes, after the loss, when eu first names a Raft leader of
+// the linearizable group other than us: the election the lease waits for.
+func (t *training) pollLeader(ctx context.Context) {
+	if t.lossAt.IsZero() || !t.electedAt.IsZero() || time.Since(t.leaderPoll) < 50*time.Millisecond {
+		return
+	}
+	t.leaderPoll = time.Now()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	res, err := t.clients[t.eu].Admin.Status(ctx, &kvpb.StatusRequest{})
+	if err != nil || res.Lin == nil || res.Lin.Leader == "" || res.Lin.Leader == t.us {
+		return
+	}
+	t.electedAt = time.Now()
+	t.mark(t.eu, "raft: %s leads the linearizable group (term %d); the lease it inherits runs a full TTL from now", res.Lin.Leader, res.Lin.Term)
 }
 
 func (t *training) stableManifest(ctx context.Context, site string, step int) (manifest, bool) {

@@ -142,6 +142,9 @@ func (t *training) printFigures() {
 		t.eu, t.bwText(), t.us, t.eu, float64(rtt)/1e6)
 	sched := t.events(t.eu + "-scheduler")
 	fmt.Fprintf(t.w, "region lost -> job resumed in %s:\n", t.eu)
+	if !t.electedAt.IsZero() {
+		fmt.Fprintf(t.w, "  %-52s %s\n", "a new Raft leader (seen at "+t.eu+")", secs(t.electedAt.Sub(t.lossAt)))
+	}
 	for _, s := range []struct{ ev, what string }{
 		{"lease.acquired", "lease taken"}, {"resume.found", "newest stable checkpoint found"},
 		{"resume.verified", "shards verified"}, {"job.resumed", "job resumed (record written under the new token)"},
@@ -150,7 +153,13 @@ func (t *training) printFigures() {
 			fmt.Fprintf(t.w, "  %-52s %s\n", s.what, secs(e.at().Sub(t.lossAt)))
 		}
 	}
-	fmt.Fprintf(t.w, "  (floor: the lease's TTL, %v: a new Raft leader lets a lease held under an older term expire only a full TTL after its election)\n", t.o.ttl)
+	fmt.Fprintf(t.w, "  (floor: an election, then the lease's TTL, %v: a new Raft leader lets a lease held under an older term\n"+
+		"  expire only a full TTL after its election; elections start after 2-4 s without the leader's heartbeats)\n", t.o.ttl)
+	if !t.electedAt.IsZero() {
+		if e, ok := find(sched, "lease.acquired", nil); ok {
+			fmt.Fprintf(t.w, "  lease taken %s after the election: %.2f × the TTL\n", secs(e.at().Sub(t.electedAt)), e.at().Sub(t.electedAt).Seconds()/t.o.ttl.Seconds())
+		}
+	}
 }
 
 func (t *training) printChecks() error {
