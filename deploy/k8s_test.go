@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -193,6 +194,11 @@ func checkOverlay(t *testing.T, region string, all []string) {
 		if probe.HTTPGet.Path != "/healthz" || p != port(t, cfg.Listen.HTTP) {
 			t.Errorf("%s probe GETs %s on port %d, want /healthz on %d (listen.http)", name, probe.HTTPGet.Path, p, port(t, cfg.Listen.HTTP))
 		}
+	}
+
+	if a := sts.Spec.Template.Annotations; a["prometheus.io/scrape"] != "true" || a["prometheus.io/path"] != "/metrics" ||
+		a["prometheus.io/port"] != fmt.Sprint(port(t, cfg.Listen.HTTP)) {
+		t.Errorf("pod annotations %v: want prometheus.io/scrape, /metrics and port %d (listen.http)", a, port(t, cfg.Listen.HTTP))
 	}
 
 	// Mounts: the volume claim at data_dir's folder, the config, the TLS Secret.
