@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test demo demo-predicates bench bench-pubsub bench-files soak soak-short bench-wipe bench-go console-screenshot lint fuzz proto clean
+.PHONY: all build image test demo demo-predicates bench bench-pubsub bench-files soak soak-short bench-wipe bench-go console-screenshot lint fuzz proto clean
 
 all: build
 
@@ -13,12 +13,19 @@ build:
 	$(GO) build -o bin/ ./cmd/...
 	cd test/bench && $(GO) build ./... && $(GO) build -o ../../bin/ ./cmd/...
 
+# The container image (deploy/Dockerfile; the build context is the root).
+image:
+	docker build -t stabilizer:dev -f deploy/Dockerfile .
+
 # The full suite, as CI runs it: the lint (gofmt, vet, staticcheck), then
 # every test with the expensive invariant checks of the `invariants` build
-# tag turned on, then the tests of the benchmark's own module.
+# tag turned on, then the tests of the benchmark's own module, then those of
+# the deployment files (deploy/, a module of its own: Kubernetes, Kustomize
+# and compose stay out of the root's go.mod).
 test: lint
 	$(GO) test -tags invariants -count=1 -timeout 12m $(PKGS)
 	cd test/bench && $(GO) test -count=1 ./...
+	cd deploy && $(GO) test -count=1 ./...
 
 # The main job: a three-region cluster (ec2-3) over the emulated WAN, writes
 # under several predicates, a region cut off and healed; everything is
@@ -116,13 +123,14 @@ BENCH ?= .
 bench-go:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKGS)
 
-# gofmt, go vet and staticcheck (pinned in go.mod as a tool) over both
-# modules; part of make test.
+# gofmt, go vet and staticcheck (pinned in go.mod as a tool) over the root
+# and test/bench modules, go vet over deploy's tests; part of make test.
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
 	cd test/bench && $(GO) vet ./... && $(GO) tool staticcheck ./...
+	cd deploy && $(GO) vet ./...
 
 # A short fuzzing run of every fuzz target; FUZZTIME to change its length.
 FUZZTIME ?= 30s

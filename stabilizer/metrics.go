@@ -79,6 +79,11 @@ func newMetrics(reg prometheus.Registerer, site string) (*metrics, error) {
 		Help: "Data frames from peers dropped because the disk was full; the peers resend them.", ConstLabels: constLabels})
 	m.transferBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stabilizer_state_transfer_bytes_total",
 		Help: "Bytes of application state sent and received by state transfer (keys and values).", ConstLabels: constLabels}, []string{"direction"})
+	// Both directions exist from the start, at 0: a rate over them (a
+	// dashboard's, an alert's) reads 0 on a site that never transferred,
+	// not an absent series.
+	m.transferBytes.WithLabelValues("sent")
+	m.transferBytes.WithLabelValues("received")
 	m.transfers = prometheus.NewCounter(prometheus.CounterOpts{Name: "stabilizer_state_transfers_total",
 		Help: "State transfers this site completed as receiver.", ConstLabels: constLabels})
 	if reg == nil {

@@ -19,8 +19,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
+	"github.com/stabilizer/stabilizer/cmd/internal/kubegen"
 	"github.com/stabilizer/stabilizer/cmd/internal/site"
 	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
+	"github.com/stabilizer/stabilizer/wan"
 )
 
 func main() {
@@ -99,7 +101,7 @@ small (pebble's memtables and cache live outside it), and at Go's default of
 	}
 	root.Flags().StringVar(&configPath, "config", "", "the site's YAML config file")
 	_ = root.MarkFlagFilename("config", "yaml", "yml")
-	root.AddCommand(newGenconfig())
+	root.AddCommand(newGenconfig(), newCheck(), newHealth())
 	return root
 }
 
@@ -127,31 +129,69 @@ func serve(path string, stderr io.Writer) error {
 }
 
 func newGenconfig() *cobra.Command {
-	var sites, groups, dir, output, preds string
+	var sites, groups, dir, output, preds, topology, kube, image string
+	var addresses []string
 	cmd := &cobra.Command{
-		Use:   "genconfig --sites A,B,C --dir DIR",
-		Short: "Write a config file per site for a local cluster on loopback ports",
+		Use:   "genconfig (--sites A,B,C | --topology NAME|FILE) (--dir DIR | --kubernetes DIR)",
+		Short: "Write a config file per site: a local cluster on loopback ports, or Kubernetes overlays",
+		Long: `genconfig writes one config file per site.
+
+With --dir, for a local cluster: every site listens on free loopback ports,
+data in DIR/<site>, plaintext (insecure: true).
+
+With --kubernetes DIR, for Kubernetes: DIR/<region>/ gets a Kustomize overlay
+of the base in DIR/../../base (deploy/k8s/base): kustomization.yaml,
+namespace.yaml and site.yaml, the site's config, which the overlay makes the
+ConfigMap the pod mounts. One namespace per region; peers are addressed as
+stabilizer-0.stabilizer-peers.<region>.svc.cluster.local unless --address
+gives a region's host (one cluster per region). The sites use mutual TLS
+with the files of the Secret stabilizer-tls. Files there are replaced.
+
+Sites and groups come from --sites and --groups, or from a WAN topology
+(--topology ec2-3, a preset, or a topology file).`,
 		Example: `  stabilizerd genconfig --sites us-east-1,eu-west-1,ap-south-1 --groups us=us-east-1,eu=eu-west-1,ap=ap-south-1 --dir /tmp/stab -o json
-  stabilizerd genconfig --sites a,b,c --predicates 'two=kth_max(2, persisted(sites))' --dir /tmp/stab`,
+  stabilizerd genconfig --sites a,b,c --predicates 'two=kth_max(2, persisted(sites))' --dir /tmp/stab
+  stabilizerd genconfig --topology ec2-3 --kubernetes deploy/k8s/overlays
+  stabilizerd genconfig --topology ec2-3 --kubernetes deploy/k8s/overlays --address us-east-1=stab.us.example.com --image registry.example.com/stabilizer:v1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: unknown output format (known: text, json)", output)
 			}
-			o := siteconfig.GenerateOptions{Dir: dir}
-			for _, s := range strings.Split(sites, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					o.Sites = append(o.Sites, s)
+			siteList, groupMap, err := genSites(sites, groups, topology)
+			if err != nil {
+				return err
+			}
+			predMap, err := siteconfig.ParsePredicates("--predicates", preds)
+			if err != nil {
+				return err
+			}
+			if kube != "" {
+				if dir != "" {
+					return errors.New("--dir and --kubernetes: give one (a loopback cluster, or Kubernetes overlays)")
 				}
+				o := kubegen.Options{Sites: siteList, Groups: groupMap, Predicates: predMap, Dir: kube, Image: image}
+				if o.Addresses, err = parseAddresses(addresses); err != nil {
+					return err
+				}
+				dirs, err := kubegen.Write(o)
+				if err != nil {
+					return err
+				}
+				if output == "json" {
+					enc := json.NewEncoder(cmd.OutOrStdout())
+					enc.SetIndent("", "  ")
+					return enc.Encode(dirs)
+				}
+				for _, d := range dirs {
+					fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (kubectl apply -k %s)\n", d, d)
+				}
+				return nil
 			}
-			var err error
-			if o.Groups, err = parseGroups(groups); err != nil {
-				return err
+			if len(addresses) > 0 || image != "" {
+				return errors.New("--address and --image: only with --kubernetes")
 			}
-			if o.Predicates, err = siteconfig.ParsePredicates("--predicates", preds); err != nil {
-				return err
-			}
-			gen, err := siteconfig.Generate(o)
+			gen, err := siteconfig.Generate(siteconfig.GenerateOptions{Sites: siteList, Groups: groupMap, Predicates: predMap, Dir: dir})
 			if err != nil {
 				return err
 			}
@@ -166,12 +206,55 @@ func newGenconfig() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&sites, "sites", "", "comma-separated site names, in configuration order (required)")
+	cmd.Flags().StringVar(&sites, "sites", "", "comma-separated site names, in configuration order (or --topology)")
 	cmd.Flags().StringVar(&groups, "groups", "", "groups, e.g. us=us-east-1+us-west-2,eu=eu-west-1")
+	cmd.Flags().StringVar(&topology, "topology", "", "take sites and groups from a WAN topology: a preset ("+strings.Join(wan.PresetNames(), ", ")+") or a topology file")
 	cmd.Flags().StringVar(&preds, "predicates", "", "named predicates, e.g. 'two=kth_max(2, persisted(sites))'; separate several with ;")
-	cmd.Flags().StringVar(&dir, "dir", "", "folder for the config files and data folders (required)")
+	cmd.Flags().StringVar(&dir, "dir", "", "folder for the config files and data folders of a loopback cluster")
+	cmd.Flags().StringVar(&kube, "kubernetes", "", "folder for one Kustomize overlay per region, beside the base (deploy/k8s/overlays)")
+	cmd.Flags().StringArrayVar(&addresses, "address", nil, "region=host: the host by which the other regions reach region (repeat per region; --kubernetes only)")
+	cmd.Flags().StringVar(&image, "image", "", "image name[:tag] the overlays run instead of stabilizer:dev (--kubernetes only)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
+}
+
+// genSites returns genconfig's sites and groups, from the flags or from a
+// topology.
+func genSites(sites, groups, topology string) ([]string, map[string][]string, error) {
+	if topology != "" {
+		if sites != "" || groups != "" {
+			return nil, nil, errors.New("--topology and --sites/--groups: give one (the topology names the sites and groups)")
+		}
+		top, err := wan.OpenTopology(topology)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--topology: %w", err)
+		}
+		return top.Sites, top.Groups, nil
+	}
+	var out []string
+	for _, s := range strings.Split(sites, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	g, err := parseGroups(groups)
+	return out, g, err
+}
+
+// parseAddresses reads --address region=host flags.
+func parseAddresses(flags []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range flags {
+		region, host, ok := strings.Cut(f, "=")
+		if !ok || region == "" {
+			return nil, fmt.Errorf("--address %q: not region=host", f)
+		}
+		if prev, dup := out[region]; dup && prev != host {
+			return nil, fmt.Errorf("--address: region %s given twice (%s, %s)", region, prev, host)
+		}
+		out[region] = host
+	}
+	return out, nil
 }
 
 // parseGroups reads "us=a+b,eu=c" (members joined by + or |).

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,5 +56,94 @@ func TestGenconfigErrors(t *testing.T) {
 	if code := run([]string{"genconfig", "--sites", "a,b", "--dir", t.TempDir(), "--groups", "eu=c"}, &out, &errb); code != 1 ||
 		!strings.Contains(errb.String(), `groups.eu: unknown site "c"`) {
 		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	write := func(path, s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(good, `site: a
+sites: [{name: a}, {name: b, data: "b:1", control: "b:2", client: "b:3"}]
+listen: {data: ":1", control: ":2", client: ":3", http: ":4"}
+data_dir: /nonexistent/data
+tls: {cert: /nonexistent/tls.crt, key: /nonexistent/tls.key, ca: /nonexistent/ca.crt}
+`)
+	write(bad, "site: c\nsites: [{name: a}]\nlisten: {data: \":1\", control: \":2\", client: \":3\", http: \":4\"}\ndata_dir: d\n")
+	var out, errb bytes.Buffer
+	if code := run([]string{"check", "--config", good}, &out, &errb); code != 0 || !strings.Contains(out.String(), good+": ok") {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"check", good, "--config", bad}, &out, &errb); code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{`site: "c" is not one of sites (a)`, "tls: cert, key and ca are required", "1 of 2 config files are bad"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	errb.Reset()
+	if code := run([]string{"check"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "--config FILE is required") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}
+
+func TestHealth(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(status)
+		fmt.Fprintln(w, "ok a up 1s")
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	if code := run([]string{"health", "--url", srv.URL + "/healthz"}, &out, &errb); code != 0 || out.String() != "ok a up 1s\n" {
+		t.Fatalf("exit %d: %q %s", code, out.String(), errb.String())
+	}
+	status = http.StatusServiceUnavailable
+	if code := run([]string{"health", "--url", srv.URL + "/healthz"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "503 Service Unavailable") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"health", "--url", "127.0.0.1:8080"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "--url") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}
+
+func TestGenconfigKubernetes(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := run([]string{"genconfig", "--topology", "ec2-3", "--kubernetes", dir, "--address", "ap-northeast-1=stab.ap.example.com"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "us-east-1", "site.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"stab.ap.example.com:7101", "stabilizer-0.stabilizer-peers.eu-west-1.svc.cluster.local:7100", "us:\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("site.yaml lacks %q:\n%s", want, b)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--topology", "ec2-3", "--sites", "a", "--kubernetes", dir}, "--topology and --sites/--groups: give one"},
+		{[]string{"--topology", "mars", "--kubernetes", dir}, `--topology: `},
+		{[]string{"--topology", "ec2-3", "--kubernetes", dir, "--address", "eu-west-1"}, `--address "eu-west-1": not region=host`},
+		{[]string{"--topology", "ec2-3", "--kubernetes", dir, "--address", "mars=h"}, `--address mars=h: unknown site "mars"`},
+		{[]string{"--topology", "ec2-3", "--dir", dir, "--address", "eu-west-1=h"}, "only with --kubernetes"},
+		{[]string{"--topology", "ec2-3", "--dir", dir, "--kubernetes", dir}, "--dir and --kubernetes: give one"},
+	} {
+		errb.Reset()
+		if code := run(append([]string{"genconfig"}, tc.args...), &out, &errb); code != 1 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d: %s, want %q", tc.args, code, errb.String(), tc.want)
+		}
 	}
 }

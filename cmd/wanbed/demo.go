@@ -193,8 +193,18 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) (err error) {
 	if err := watchCatchUp(ctx, w, c, us); err != nil {
 		return err
 	}
-	return pubsubScene(ctx, w, st, topo)
+	if err := pubsubScene(ctx, w, st, topo); err != nil {
+		return err
+	}
+	// The closing act: the moment everything above exists for, shortened.
+	return runTraining(ctx, w, o.dir, st, topo, demoTraining)
 }
+
+// demoTraining is the training scenario (wanbed scenario training) cut to
+// fit the demo: two small checkpoints before the region is lost.
+var demoTraining = trainingOptions{checkpoints: 2, shards: 4, shardBytes: 2 << 20, writeRate: 16 << 20,
+	interval: 500 * time.Millisecond, ttl: 3 * time.Second, predicate: "two_continents",
+	topic: "training.events", share: "ckpt", job: "job-7"}
 
 // frontierLine is one line of a stream's frontiers: head and each predicate.
 func frontierLine(ctx context.Context, c *kvclient.Client, origin string) string {

@@ -17,6 +17,15 @@ type state struct {
 	Started  time.Time   `json:"started"`
 	Sites    []siteState `json:"sites"`
 	WAN      wanState    `json:"wan"`
+	// Agents are the processes a scenario started beside the sites
+	// (schedulers, trainers, stabsync); down stops them first.
+	Agents []agentState `json:"agents,omitempty"`
+}
+
+type agentState struct {
+	Name string `json:"name"`
+	PID  int    `json:"pid"`
+	Log  string `json:"log"`
 }
 
 type siteState struct {

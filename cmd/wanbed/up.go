@@ -120,6 +120,31 @@ func up(o upOptions) (*state, error) {
 	return st, nil
 }
 
+// restartSite starts a stopped site again from its config and data folder.
+func restartSite(dir string, st *state, site string) error {
+	stabd, err := findStabilizerd("")
+	if err != nil {
+		return err
+	}
+	for i := range st.Sites {
+		s := &st.Sites[i]
+		if s.Site != site {
+			continue
+		}
+		if alive(s.PID) {
+			return fmt.Errorf("site %s still runs (pid %d)", site, s.PID)
+		}
+		if s.PID, err = spawn(stabd, s.Log, "--config", s.Config); err != nil {
+			return err
+		}
+		if err := saveState(dir, st); err != nil {
+			return err
+		}
+		return waitHealthy(*s)
+	}
+	return fmt.Errorf("no site %s in the testbed", site)
+}
+
 // findStabilizerd looks beside wanbed, then on PATH.
 func findStabilizerd(given string) (string, error) {
 	if given != "" {
@@ -206,7 +231,11 @@ func down(dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var pids []int
+	var agents, pids []int
+	for _, a := range st.Agents {
+		agents = append(agents, a.PID)
+	}
+	stopPIDs(agents, out)
 	for _, s := range st.Sites {
 		pids = append(pids, s.PID)
 	}

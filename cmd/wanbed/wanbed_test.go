@@ -79,3 +79,67 @@ func TestBenchMoved(t *testing.T) {
 		t.Fatalf("wanbed bench: %v, want a pointer to make bench and wanbench", err)
 	}
 }
+
+// TestTrainingScenario runs the training scenario, shortened, with real
+// processes: every check it prints must pass, and nothing it started may
+// outlive it.
+func TestTrainingScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and kills a region (about 30 s)")
+	}
+	bin := t.TempDir()
+	for _, c := range []string{"wanbed", "stabilizerd", "stabsync"} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, c), "../"+c).CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", c, err, out)
+		}
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(filepath.Join(bin, "wanbed"), "scenario", "training", "--dir", dir, "--checkpoints", "1",
+		"--shards", "2", "--shard-mib", "1", "--write-rate-mib", "4", "--interval", "200ms", "--ttl", "2s", "--bw", "")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("scenario: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "\nPASS "); n != 6 || strings.Contains(string(out), "\nFAIL ") {
+		t.Fatalf("want 6 checks passed, none failed; got %d\n%s", n, out)
+	}
+	for _, want := range []string{"REGION LOST", "JOB RESUMED from step-000001", "REFUSED", "caught up"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the timeline lacks %q", want)
+		}
+	}
+	st, err := loadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range st.Agents {
+		if alive(a.PID) {
+			t.Errorf("agent %s (pid %d) still runs", a.Name, a.PID)
+		}
+	}
+}
+
+// TestTrainingScenarioBadFlags: wrong sizes are refused before anything
+// starts, naming the flag.
+func TestTrainingScenarioBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"--shards", "1"}, {"--ttl", "10ms"}, {"--checkpoints", "0"}} {
+		root := newRoot()
+		root.SetArgs(append([]string{"scenario", "training", "--dir", t.TempDir()}, args...))
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		if err := root.Execute(); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "")) {
+			t.Errorf("%v: %v, want an error naming %s", args, err, args[0])
+		}
+	}
+}
+
+func TestReadEventsSkipsACutLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "e.jsonl")
+	if err := os.WriteFile(p, []byte(`{"t":1,"ev":"a","step":2}`+"\n"+`{"t":2,"ev":"b`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := readEvents(p)
+	if err != nil || len(evs) != 1 || evs[0].Ev != "a" || evs[0].Step != 2 {
+		t.Fatalf("readEvents: %+v %v", evs, err)
+	}
+}

@@ -161,6 +161,7 @@ func (s *Syncer) execute(ctx context.Context, acts []plan.Action, rule plan.Comm
 func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) error {
 	var files []*filesharepb.FileVersion
 	var infos []fileInfo
+	start := time.Now()
 	for _, a := range acts {
 		info, err := s.prepareUpload(a)
 		if err != nil {
@@ -173,6 +174,7 @@ func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) er
 		files = append(files, &filesharepb.FileVersion{Path: a.Path, Parents: idStrings(a.Parents), Kept: idStrings(a.Kept),
 			Size: info.Size, Mode: info.Mode, Mtime: info.MTime, Chunks: chunkRefs(info.Chunks)})
 	}
+	pushed := time.Since(start)
 	var resp *filesharepb.CommitResponse
 	err := s.r.call(ctx, func(ctx context.Context, api filesharepb.FileShareClient) error {
 		var err error
@@ -182,6 +184,7 @@ func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) er
 	if err != nil {
 		return s.r.explain("commit "+acts[0].Path, err)
 	}
+	s.log.Debug("committed", "first", acts[0].Path, "files", len(acts), "chunks_took", pushed, "commit_took", time.Since(start)-pushed)
 	if len(resp.Versions) != len(acts) {
 		return fmt.Errorf("client: commit %s: the site answered %d versions for %d files", acts[0].Path, len(resp.Versions), len(acts))
 	}
@@ -212,6 +215,28 @@ func (s *Syncer) prepareUpload(a plan.Action) (fileInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// prestage puts the chunks of a settled file of a commit directory whose
+// marker has not appeared yet. The site appends them to its files stream,
+// so they cross to the other sites while the trainer writes the rest of
+// the checkpoint; at the commit only what changed since is left to move
+// (the commit's upload asks the site what it lacks again). Nothing becomes
+// visible: no version names the chunks until the commit, and a checkpoint
+// abandoned half-way leaves chunks the site's collector drops after its
+// grace period. A failure here only costs the time it would have saved.
+func (s *Syncer) prestage(ctx context.Context, p string) {
+	info, ok := s.ix.Files[p]
+	if !ok {
+		return
+	}
+	start := time.Now()
+	err := s.pushFile(ctx, plan.Action{Path: p}, info)
+	if err != nil && ctx.Err() == nil {
+		s.log.Debug("prestage", "path", p, "error", err)
+		return
+	}
+	s.log.Debug("prestaged", "path", p, "took", time.Since(start))
 }
 
 // pushFile puts the chunks of a local file the site lacks and checks the

@@ -448,6 +448,8 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 				hashed = true
 				if err := s.hash(a.Path); err != nil {
 					s.log.Info("hash", "path", a.Path, "error", err)
+				} else if rule.CommitDir(a.Path) != "" {
+					s.prestage(ctx, a.Path)
 				}
 			}
 		}

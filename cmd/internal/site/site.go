@@ -140,7 +140,9 @@ func start(cfg *siteconfig.Config, log hclog.Logger, co consoleOptions) (_ *Site
 	for _, p := range cfg.Peers() {
 		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 		if clientTLS != nil {
-			opts = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(peerTLS.client))}
+			// Verified against the peer's site name, as the transport does,
+			// not against the host dialed (a pod or load balancer name).
+			opts = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(peerTLS.client)), grpc.WithAuthority(p.Name)}
 		}
 		c, err := kvclient.Dial(p.Client, opts...)
 		if err != nil {
