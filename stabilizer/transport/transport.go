@@ -60,6 +60,7 @@ type Transport struct {
 		server          *grpc.Server
 		conns           []*grpc.ClientConn
 		inbound         map[planeKey]*inSession
+		listeners       []*trackedListener
 	}
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -160,6 +161,9 @@ func (t *Transport) Start(h Handler) error {
 			MinTime:             t.cfg.KeepaliveTime / 2,
 			PermitWithoutStream: true,
 		}),
+		// A connection that does not finish its handshake in time is
+		// dropped (grpc's default waits 120 s); its dialer retries.
+		grpc.ConnectionTimeout(t.cfg.HandshakeTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time:    t.cfg.KeepaliveTime,
 			Timeout: t.cfg.KeepaliveTime,
@@ -177,7 +181,9 @@ func (t *Transport) Start(h Handler) error {
 		}},
 	}, struct{}{})
 	t.mu.server = srv
-	for _, l := range t.cfg.Listeners {
+	for _, raw := range t.cfg.Listeners {
+		l := track(raw)
+		t.mu.listeners = append(t.mu.listeners, l)
 		t.goLocked(func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				t.log.Error("serve failed", "addr", l.Addr().String(), "error", err)
@@ -211,7 +217,7 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.mu.closed = true
-	srv, conns := t.mu.server, t.mu.conns
+	srv, conns, listeners := t.mu.server, t.mu.conns, t.mu.listeners
 	t.mu.Unlock()
 
 	t.cancel()
@@ -219,8 +225,12 @@ func (t *Transport) Close() error {
 		s.close()
 	}
 	if srv != nil {
-		// Stop closes the listeners and connections and cancels the
-		// inbound streams; the handlers below then return.
+		// Connections still in their handshake first: Stop would wait
+		// for them. Stop then closes the rest and cancels the inbound
+		// streams; the handlers below then return.
+		for _, l := range listeners {
+			l.closeAll()
+		}
 		srv.Stop()
 	} else {
 		// Never started: the listeners were never served.

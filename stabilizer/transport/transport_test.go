@@ -733,3 +733,37 @@ func TestLargestFrameCrosses(t *testing.T) {
 		t.Errorf("oversized: %v", err)
 	}
 }
+
+// TestCloseEndsSilentConnections: a connection accepted but silent (a peer
+// behind a cut link, through a proxy that accepted it) must not hold Close
+// for the handshake timeout.
+func TestCloseEndsSilentConnections(t *testing.T) {
+	c := &cluster{tb: t, names: []string{"a"}, mutate: func(_ string, cfg *Config) { cfg.HandshakeTimeout = time.Minute }}
+	a := c.start("a")
+	raw, err := c.dir.Dial(context.Background(), "a/data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	eventually(t, "the silent connection accepted", func() bool {
+		a.t.mu.Lock()
+		defer a.t.mu.Unlock()
+		n := 0
+		for _, l := range a.t.mu.listeners {
+			l.mu.Lock()
+			n += len(l.conns)
+			l.mu.Unlock()
+		}
+		return n > 0
+	})
+	done := make(chan error, 1)
+	go func() { done <- a.t.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close still waits for a silent connection after 20s (handshake timeout 1m)")
+	}
+}
