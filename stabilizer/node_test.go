@@ -159,6 +159,12 @@ func testRestartContinuesNumbering(t *testing.T, lazy bool) {
 	if err := c.Node("b").WaitFor(ctx, a.Stream, "all", a.Seq); err != nil {
 		t.Fatal(err)
 	}
+	// Persisted everywhere is not applied at b: wait for b's application,
+	// or what it had not applied yet is rightly delivered again after the
+	// restart.
+	if err := c.Node("b").WaitFor(ctx, a.Stream, "applied(self)", a.Seq); err != nil {
+		t.Fatal(err)
+	}
 	before, _ := c.Node("b").Frontier(ctx, a.Stream, "all")
 	c.Stop("a")
 	c.Stop("b")
