@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stabilizer/stabilizer/kv/lin"
 	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
@@ -59,4 +60,41 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lag, o, name, pred)
 		}
 	}
+}
+
+// linCollector reads the linearizable group's state at scrape time: whether
+// this site knows a leader (leases and fenced writes wait for one), leads,
+// and the term and applied index.
+type linCollector struct{ node *lin.Node }
+
+var (
+	descLinHasLeader = prometheus.NewDesc("stabilizer_lin_has_leader",
+		"1 when this site knows a leader of the linearizable group, 0 during elections and when it is cut off from a majority.", nil, nil)
+	descLinIsLeader = prometheus.NewDesc("stabilizer_lin_is_leader",
+		"1 when this site leads the linearizable group.", nil, nil)
+	descLinTerm = prometheus.NewDesc("stabilizer_lin_term",
+		"The linearizable group's Raft term as this site knows it; each rise is an election.", nil, nil)
+	descLinApplied = prometheus.NewDesc("stabilizer_lin_applied_index",
+		"The last Raft log index this site applied.", nil, nil)
+)
+
+func (c *linCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descLinHasLeader
+	ch <- descLinIsLeader
+	ch <- descLinTerm
+	ch <- descLinApplied
+}
+
+func (c *linCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.node.Status()
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	ch <- prometheus.MustNewConstMetric(descLinHasLeader, prometheus.GaugeValue, b(st.Leader != ""))
+	ch <- prometheus.MustNewConstMetric(descLinIsLeader, prometheus.GaugeValue, b(st.Leader != "" && st.Leader == st.Site))
+	ch <- prometheus.MustNewConstMetric(descLinTerm, prometheus.GaugeValue, float64(st.Term))
+	ch <- prometheus.MustNewConstMetric(descLinApplied, prometheus.GaugeValue, float64(st.Applied))
 }

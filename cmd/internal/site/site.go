@@ -273,6 +273,9 @@ func predicateLabel(p string) string {
 
 func (s *Site) serveHTTP(l net.Listener) {
 	s.reg.MustRegister(&collector{node: s.node})
+	if s.linear != nil {
+		s.reg.MustRegister(&linCollector{node: s.linear.Node})
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
