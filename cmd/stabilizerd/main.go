@@ -179,9 +179,7 @@ Sites and groups come from --sites and --groups, or from a WAN topology
 					return err
 				}
 				if output == "json" {
-					enc := json.NewEncoder(cmd.OutOrStdout())
-					enc.SetIndent("", "  ")
-					return enc.Encode(dirs)
+					return writeJSON(cmd.OutOrStdout(), dirs)
 				}
 				for _, d := range dirs {
 					fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (kubectl apply -k %s)\n", d, d)
@@ -196,9 +194,7 @@ Sites and groups come from --sites and --groups, or from a WAN topology
 				return err
 			}
 			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(gen)
+				return writeJSON(cmd.OutOrStdout(), gen)
 			}
 			for _, g := range gen {
 				fmt.Fprintf(cmd.OutOrStdout(), "%-16s config %s  client %s  http %s\n", g.Site, g.Config, g.Client, g.HTTP)
@@ -271,4 +267,10 @@ func parseGroups(s string) (map[string][]string, error) {
 		out[name] = append(out[name], strings.FieldsFunc(members, func(r rune) bool { return r == '+' || r == '|' })...)
 	}
 	return out, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
