@@ -132,16 +132,8 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) (err error) {
 	}
 
 	section(w, "Cutting "+ap+" off from every other region")
-	for _, s := range topo.Sites {
-		if s == ap {
-			continue
-		}
-		for _, pair := range [][2]string{{s, ap}, {ap, s}} {
-			cut := true
-			if _, err := postLink(st.WAN.Control, pair[0], pair[1], linkChange{Cut: &cut}); err != nil {
-				return err
-			}
-		}
+	if err := isolate(st.WAN.Control, topo, ap, true); err != nil {
+		return err
 	}
 	fmt.Fprintf(w, "links to and from %s pass nothing now; connections see silence, as in a real partition\n\n", ap)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -179,16 +171,8 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) (err error) {
 	fmt.Fprintln(w, "Seqs released under version 1 stay released; the new version releases only what it holds for.")
 
 	section(w, "Restoring "+ap+": the stalled `all` frontier catches up")
-	for _, s := range topo.Sites {
-		if s == ap {
-			continue
-		}
-		for _, pair := range [][2]string{{s, ap}, {ap, s}} {
-			restore := false
-			if _, err := postLink(st.WAN.Control, pair[0], pair[1], linkChange{Cut: &restore}); err != nil {
-				return err
-			}
-		}
+	if err := isolate(st.WAN.Control, topo, ap, false); err != nil {
+		return err
 	}
 	if err := watchCatchUp(ctx, w, c, us); err != nil {
 		return err

@@ -178,6 +178,22 @@ func postLink(control, from, to string, ch linkChange) (linkView, error) {
 	return v, json.NewDecoder(resp.Body).Decode(&v)
 }
 
+// isolate cuts (cut true) or restores every link to and from site, both
+// directions: a region lost or back.
+func isolate(control string, topo *wan.Topology, site string, cut bool) error {
+	for _, s := range topo.Sites {
+		if s == site {
+			continue
+		}
+		for _, pair := range [][2]string{{s, site}, {site, s}} {
+			if _, err := postLink(control, pair[0], pair[1], linkChange{Cut: &cut}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func getLinks(control string) ([]linkView, error) {
 	resp, err := http.Get("http://" + control + "/links")
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -358,22 +359,15 @@ func (t *training) stableManifest(ctx context.Context, site string, step int) (m
 		return manifest{}, false
 	}
 	var m manifest
-	return m, jsonUnmarshal(g.Version.Value, &m) == nil && m.Step == step
+	return m, json.Unmarshal(g.Version.Value, &m) == nil && m.Step == step
 }
 
 // inFolder reports whether region's folder holds every shard of m with its
 // size, and with its hash too when hashes is set.
 func (t *training) inFolder(region string, m manifest, hashes bool) bool {
 	for _, s := range m.Shards {
-		p := filepath.Join(t.folder(region), filepath.FromSlash(s.Path))
-		fi, err := os.Stat(p)
-		if err != nil || fi.Size() != s.Size {
+		if shardHeld(t.folder(region), s, hashes) != nil {
 			return false
-		}
-		if hashes {
-			if h, _, err := fileHash(p); err != nil || h != s.SHA256 {
-				return false
-			}
 		}
 	}
 	return true
@@ -407,16 +401,8 @@ func (t *training) loseRegion(ctx context.Context) error {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	t.lossAt = time.Now()
-	for _, s := range t.topo.Sites {
-		if s == t.us {
-			continue
-		}
-		for _, pair := range [][2]string{{s, t.us}, {t.us, s}} {
-			cut := true
-			if _, err := postLink(t.st.WAN.Control, pair[0], pair[1], linkChange{Cut: &cut}); err != nil {
-				return err
-			}
-		}
+	if err := isolate(t.st.WAN.Control, t.topo, t.us, true); err != nil {
+		return err
 	}
 	for _, p := range t.procs {
 		if p.region == t.us {
@@ -482,16 +468,8 @@ func (t *training) seen() map[string]agentEvent {
 // comeBack restores us: links, then its site from its data folder, then
 // its old scheduler with the token it kept.
 func (t *training) comeBack(ctx context.Context) error {
-	for _, s := range t.topo.Sites {
-		if s == t.us {
-			continue
-		}
-		for _, pair := range [][2]string{{s, t.us}, {t.us, s}} {
-			restore := false
-			if _, err := postLink(t.st.WAN.Control, pair[0], pair[1], linkChange{Cut: &restore}); err != nil {
-				return err
-			}
-		}
+	if err := isolate(t.st.WAN.Control, t.topo, t.us, false); err != nil {
+		return err
 	}
 	if err := restartSite(t.bed, t.st, t.us); err != nil {
 		return err
@@ -579,7 +557,7 @@ func (t *training) jobAt(ctx context.Context, site string) (jobRecord, error) {
 		return jobRecord{}, errors.New("no job record")
 	}
 	var r jobRecord
-	return r, jsonUnmarshal(g.Version.Value, &r)
+	return r, json.Unmarshal(g.Version.Value, &r)
 }
 
 // verifyAfter checks what must hold once the region is back.

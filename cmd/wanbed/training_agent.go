@@ -295,10 +295,26 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-func fileHash(path string) (string, int64, error) {
-	b, err := os.ReadFile(filepath.Clean(path))
+// shardHeld checks that folder holds shard s: its size, and its SHA-256
+// too when hashes is set (a stat is enough to see it arrived).
+func shardHeld(folder string, s shardRef, hashes bool) error {
+	p := filepath.Join(folder, filepath.FromSlash(s.Path))
+	fi, err := os.Stat(p)
 	if err != nil {
-		return "", 0, err
+		return err
 	}
-	return sha256Hex(b), int64(len(b)), nil
+	if fi.Size() != s.Size {
+		return fmt.Errorf("%s: %d bytes, the manifest says %d", s.Path, fi.Size(), s.Size)
+	}
+	if !hashes {
+		return nil
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	if h := sha256Hex(b); h != s.SHA256 {
+		return fmt.Errorf("%s: SHA-256 %s, the manifest says %s", s.Path, h, s.SHA256)
+	}
+	return nil
 }
