@@ -53,11 +53,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for pred, f := range st.Frontiers {
 			ch <- prometheus.MustNewConstMetric(descFrontier, prometheus.GaugeValue, float64(f.Seq), o, name, pred)
-			lag := 0.0
-			if f.Seq < st.Head && f.HLC.Wall > 0 {
-				lag = now.Sub(time.Unix(0, f.HLC.Wall)).Seconds()
-			}
-			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lag, o, name, pred)
+			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lagSeconds(f, st.Head, now), o, name, pred)
 		}
 	}
 }

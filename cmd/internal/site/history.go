@@ -96,8 +96,9 @@ func (h *history) get(id stabilizer.StreamID, pred string) ([]point, time.Time) 
 }
 
 // lagSeconds is how far a frontier trails its stream's head in time: now
-// minus the HLC of the frontier, 0 at the head (as the
-// stabilizer_frontier_lag_seconds metric).
+// minus the HLC of the frontier, 0 at the head (and never below 0: a
+// frontier's HLC may come from a clock ahead of this site's). The console
+// and the stabilizer_frontier_lag_seconds metric both show it.
 func lagSeconds(f stabilizer.FrontierState, head uint64, now time.Time) float64 {
 	if f.Seq >= head || f.HLC.Wall <= 0 {
 		return 0
