@@ -82,9 +82,10 @@ bench-pubsub:
 
 # Issue 17's side-by-side run: our file sync (stabilizerd sites + stabsync)
 # against Syncthing on the ec2-3 emulated WAN, every link at 25MB/s: two
-# checkpoint commits (time to stable and to complete against the bound,
-# bytes on the wire), KV put latency while one streams, chunking on one
-# core, peak RSS while a 2 GiB file syncs. About 10 minutes and up to 40 GB
+# checkpoint commits (time to stable and to complete against the
+# single-path and cooperative bounds, bytes on the wire, CPU per GiB), KV
+# put latency while one streams, chunking on one core, peak RSS while a
+# 2 GiB file syncs; issue 26's targets. About 10 minutes and up to 40 GB
 # of disk writes under FILES_OUT/work (removed at the end). Results in
 # FILES_OUT (report.md, results.json, PNGs).
 FILES_OUT ?= bin/bench-files
