@@ -82,9 +82,10 @@ bench-pubsub:
 
 # Issue 17's side-by-side run: our file sync (stabilizerd sites + stabsync)
 # against Syncthing on the ec2-3 emulated WAN, every link at 25MB/s: two
-# checkpoint commits (time to stable and to complete against the bound,
-# bytes on the wire), KV put latency while one streams, chunking on one
-# core, peak RSS while a 2 GiB file syncs. About 10 minutes and up to 40 GB
+# checkpoint commits (time to stable and to complete against the
+# single-path and cooperative bounds, bytes on the wire, CPU per GiB), KV
+# put latency while one streams, chunking on one core, peak RSS while a
+# 2 GiB file syncs; issue 26's targets. About 10 minutes and up to 40 GB
 # of disk writes under FILES_OUT/work (removed at the end). Results in
 # FILES_OUT (report.md, results.json, PNGs).
 FILES_OUT ?= bin/bench-files
@@ -96,9 +97,12 @@ bench-files: bin/syncthing
 # Issue 18's bounded-disk soak: three sites on the ec2-3 emulated WAN (links
 # at 25MB/s), 10,000 job-record keys of 1-4 KB overwritten from every site
 # at 150 writes/s in all under majority for 30 minutes, then a minute of
-# settle: disk per site beside the live data size, against 3x live.
-# soak-short is the same for 2 minutes (20 s of settle). Results in
-# SOAK_OUT (report.md, results.json, soak-disk.png).
+# settle: disk per site beside the live data size, against 3x live. Before
+# it, a 10-minute small-site phase (the first 4,080 keys only, about
+# 10 MiB of live data) on the same fresh sites: disk against 64 MiB + 3x
+# live (issue 26); 41 minutes in all. soak-short is the main load for 2
+# minutes (20 s of settle), without that phase. Results in SOAK_OUT
+# (report.md, results.json, PNG plots).
 SOAK_OUT ?= bin/soak
 soak:
 	$(GO) build -o bin/ ./cmd/...

@@ -17,9 +17,12 @@
 // `wanbench soak` is issue 18's bounded-disk soak: an overwrite workload
 // of job records from every site for 30 minutes (2 with --short), the
 // bytes under each site's data directory sampled beside the live data
-// size, against 3 × live. `wanbench wipe` is its restore: a site with
-// 1 GiB of KV state at its peers is wiped and started again; the time
-// until it serves stable reads, against 1 GiB over a link's bandwidth.
+// size, against 3 × live; a small-site phase before it (10 minutes,
+// about 10 MiB of live data; none with --short) holds each site's disk
+// in its first minutes against 64 MiB + 3 × live (issue 26). `wanbench
+// wipe` is its restore: a site with 1 GiB of KV state at its peers is
+// wiped and started again; the time until it serves stable reads,
+// against 1 GiB over a link's bandwidth.
 //
 // It lives in the Go module test/bench, apart from the library, so that the
 // root go.mod requires no peer's server (etcd, NATS) and no plotting
@@ -40,7 +43,7 @@
 //	bin/wanbench report --out /tmp/bench   # rewrite report.md and the plots from the JSON files
 //	bin/wanbench pubsub --topology ec2-3 --out /tmp/pubsub   # about 5 minutes with ours not wired; needs root for NATS's WAN rows
 //	bin/wanbench pubsub --out /tmp/pubsub --publishes 10 --degrade-window 5s --tput-duration 2s --stall 10s --stall-before 3s --stall-after 3s
-//	bin/wanbench soak --out /tmp/soak   # 31 minutes; --short: 2.5 minutes
+//	bin/wanbench soak --out /tmp/soak   # 41 minutes; --short: 2.5 minutes
 //	bin/wanbench wipe --state 256MiB --out /tmp/wipe
 //
 // # How it runs the systems

@@ -25,7 +25,7 @@ import (
 )
 
 // `wanbench files`: our file sync (sites + stabsync) against Syncthing on
-// the same emulated links, issue 17. This file runs the phases;
+// the same emulated links, issue 17, with issue 26's targets. This file runs the phases;
 // files_ours.go starts our cluster, files_data.go writes the checkpoints,
 // files_host.go reads the host and the links, files_results.go holds the
 // results and targets, files_report.go writes the report.
@@ -258,13 +258,16 @@ func skipFS(res *fsResults, system string, topo *wan.Topology, o fsOptions, why 
 		if i == 1 {
 			lack = 2*o.shardBytes + 2*int64(float64(o.shardBytes)*fsEditShare)
 		}
+		k := len(res.receivers())
 		if system == sysOurs {
+			r := rtt(topo, o.origin, res.Nearest)
 			res.Transfers = append(res.Transfers, &fsTransfer{System: system, Checkpoint: ck, Kind: fsStable, Region: res.Nearest,
-				LackBytes: lack, BoundMs: ms(fsBound(lack, o.bandwidth, rtt(topo, o.origin, res.Nearest))), Skipped: why})
+				LackBytes: lack, BoundMs: ms(fsBound(lack, o.bandwidth, r)), CoopBoundMs: ms(fsCoopBound(lack, o.bandwidth, k, r)), Skipped: why})
 		}
 		for _, s := range res.receivers() {
+			r := rtt(topo, o.origin, s)
 			res.Transfers = append(res.Transfers, &fsTransfer{System: system, Checkpoint: ck, Kind: fsComplete, Region: s,
-				LackBytes: lack, BoundMs: ms(fsBound(lack, o.bandwidth, rtt(topo, o.origin, s))), Skipped: why})
+				LackBytes: lack, BoundMs: ms(fsBound(lack, o.bandwidth, r)), CoopBoundMs: ms(fsCoopBound(lack, o.bandwidth, k, r)), Skipped: why})
 		}
 		res.Runs = append(res.Runs, &fsCheckpointRun{System: system, Checkpoint: ck, Skipped: why})
 	}
@@ -332,6 +335,7 @@ func measureCkpt(ctx context.Context, m ckptMeasure, res *fsResults, write func(
 		return nil, run, err
 	}
 	tw := time.Now()
+	procW := cpuOf(m.pids)
 	c, err := write()
 	if err != nil {
 		return nil, run, fmt.Errorf("writing the checkpoint: %w", err)
@@ -383,8 +387,9 @@ func measureCkpt(ctx context.Context, m ckptMeasure, res *fsResults, write func(
 		mu.Lock()
 		defer mu.Unlock()
 		lack := run.ChangedBytes
+		r := rtt(m.topo, m.origin, region)
 		t := &fsTransfer{System: m.system, Checkpoint: c.Dir, Kind: kind, Region: region, LackBytes: lack,
-			BoundMs: ms(fsBound(lack, m.bw, rtt(m.topo, m.origin, region)))}
+			BoundMs: ms(fsBound(lack, m.bw, r)), CoopBoundMs: ms(fsCoopBound(lack, m.bw, len(m.receivers), r))}
 		if err != nil {
 			t.Error = err.Error()
 			errs = append(errs, fmt.Errorf("%s %s at %s: %w", c.Dir, kind, region, err))
@@ -434,6 +439,16 @@ func measureCkpt(ctx context.Context, m ckptMeasure, res *fsResults, write func(
 	w1, err := waitQuiet(ctx, m.wire, time.Second, 15*time.Second)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	procQ := cpuOf(m.pids)
+	run.SpanMs = ms(time.Since(tw))
+	if len(procQ) > 0 {
+		run.CPUSpan = map[string]float64{}
+		for k, v := range procQ {
+			if v0, ok := procW[k]; ok {
+				run.CPUSpan[k] = v - v0
+			}
+		}
 	}
 	run.Wire = wireDelta(w0, w1)
 	run.Util = map[string]float64{}

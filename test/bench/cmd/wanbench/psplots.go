@@ -16,13 +16,14 @@ import (
 )
 
 // barPanel is one panel of paired bars: for each name, a value and a
-// second value beside it (a bound, or the degraded p50).
+// second value beside it (a bound, or the degraded p50), and a third if c
+// is set (a second bound).
 type barPanel struct {
-	title      string
-	names      []string
-	a, b       []float64
-	aLab, bLab string
-	yLab       string
+	title            string
+	names            []string
+	a, b, c          []float64
+	aLab, bLab, cLab string
+	yLab             string
 }
 
 // drawPanels draws the panels two to a row.
@@ -45,22 +46,39 @@ func drawPanels(path string, panels []barPanel) error {
 			continue
 		}
 		w := vg.Points(12)
+		// Two bars sit either side of the name, three at -w, 0 and w.
+		offA, offB := -w/2, w/2
+		if len(pn.c) > 0 {
+			offA, offB = -w, 0
+		}
 		a, err := plotter.NewBarChart(plotter.Values(pn.a), w)
 		if err != nil {
 			return err
 		}
-		a.Color, a.Offset = palette[0], -w/2
+		a.Color, a.Offset = palette[0], offA
 		a.LineStyle.Width = 0
 		b, err := plotter.NewBarChart(plotter.Values(pn.b), w)
 		if err != nil {
 			return err
 		}
-		b.Color, b.Offset = color.RGBA{170, 170, 170, 255}, w/2
+		b.Color, b.Offset = color.RGBA{170, 170, 170, 255}, offB
 		b.LineStyle.Width = 0
 		p.Add(a, b)
-		p.Y.Min, p.Y.Max = 0, math.Max(1, math.Max(slices.Max(pn.a), slices.Max(pn.b))*1.25)
+		top := math.Max(slices.Max(pn.a), slices.Max(pn.b))
 		p.Legend.Add(pn.aLab, a)
 		p.Legend.Add(pn.bLab, b)
+		if len(pn.c) > 0 {
+			c, err := plotter.NewBarChart(plotter.Values(pn.c), w)
+			if err != nil {
+				return err
+			}
+			c.Color, c.Offset = color.RGBA{215, 215, 215, 255}, w
+			c.LineStyle.Width = 0
+			p.Add(c)
+			p.Legend.Add(pn.cLab, c)
+			top = math.Max(top, slices.Max(pn.c))
+		}
+		p.Y.Min, p.Y.Max = 0, math.Max(1, top*1.25)
 		p.Legend.Top, p.Legend.Left = true, true
 		p.NominalX(pn.names...)
 		p.X.Tick.Label.Rotation = math.Pi / 6

@@ -78,6 +78,8 @@ func mark(status string) string {
 		return "met"
 	case statusMissed:
 		return "**missed**"
+	case statusInfo:
+		return "information"
 	default:
 		return "_not measured_"
 	}

@@ -72,6 +72,9 @@ const (
 	statusMet         = "met"
 	statusMissed      = "missed"
 	statusNotMeasured = "not measured"
+	// statusInfo marks a figure shown beside the targets that is no
+	// target itself: nothing to meet or miss.
+	statusInfo = "information"
 )
 
 // rssPoint is one RSS sample: seconds since the load began, MiB.

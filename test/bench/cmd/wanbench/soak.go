@@ -31,8 +31,12 @@ import (
 // in-process emulated links; every --sample the bench reads the bytes
 // under each site's data directories and its status.json, beside the
 // live data size, which it knows exactly from the writes' responses.
-// After the writers stop it samples for --settle more. soak_results.go
-// holds the results and the targets, soak_report.go the report.
+// After the writers stop it samples for --settle more. Before that main
+// load, a small-site phase (issue 26) writes the same way to fewer keys
+// (--small-keys, about 10 MiB of live data) for --small-duration: the
+// sites' first minutes with a small data set, sampled the same way.
+// soak_results.go holds the results and the targets, soak_report.go the
+// report.
 
 // soakOptions are the flags of `wanbench soak`.
 type soakOptions struct {
@@ -45,6 +49,10 @@ type soakOptions struct {
 	workers       int     // per site
 	bandwidth     wan.Bandwidth
 	short         bool
+	// smallDuration and smallKeys shape the small-site phase before the
+	// main load; a zero duration leaves it out.
+	smallDuration time.Duration
+	smallKeys     int
 	keepWork      bool
 	progress      io.Writer
 }
@@ -56,6 +64,10 @@ const (
 	soakValueMax  = 4 << 10
 	soakTimeout   = 10 * time.Second
 	soakKeyPrefix = "jobs/"
+	// soakSmallKeys is the small-site phase's default key count: a key
+	// (10 B) and a value (2,560 B on average) are 2,570 B, so 4,080 keys
+	// hold about 10 MiB of live data once each was written.
+	soakSmallKeys = 4080
 )
 
 func newSoakCmd() *cobra.Command {
@@ -72,7 +84,12 @@ and apparent sizes), the site's own estimate (status.json DiskTotal) and its kv 
 (status.json Retention), beside the live data size: the sum of key and value bytes of every key's
 winning write (highest HLC, then origin name, as the KV decides), known from the writes' answers.
 After the writers stop, sampling goes on for --settle (1m; --short: 20s).
-Writes DIR/results.json, DIR/report.md and DIR/soak-disk.png; target: disk at most 3 × live.`,
+Before the main load, on the same fresh sites, a small-site phase writes the same way to the
+first --small-keys keys only (4080: about 10 MiB of live data) for --small-duration (10m;
+--short: none, the target is then read over what the main load ran): the sites' disk in their
+first 10 minutes with 10 MiB of data, sampled the same way.
+Writes DIR/results.json, DIR/report.md and PNG plots; targets: disk at most 3 × live after
+the main load, and at most 64 MiB + 3 × live over the small-site phase.`,
 		Example: `  wanbench soak --topology ec2-3 --out /tmp/soak
   wanbench soak --short --out /tmp/soak-short`,
 		Args: cobra.NoArgs,
@@ -83,6 +100,9 @@ Writes DIR/results.json, DIR/report.md and DIR/soak-disk.png; target: disk at mo
 				}
 				if !cmd.Flags().Changed("settle") {
 					o.settle = 20 * time.Second
+				}
+				if !cmd.Flags().Changed("small-duration") {
+					o.smallDuration = 0
 				}
 			}
 			var errs []error
@@ -114,7 +134,9 @@ Writes DIR/results.json, DIR/report.md and DIR/soak-disk.png; target: disk at mo
 	f.Float64Var(&o.rate, "rate", 150, "writes per second over all sites (each site writes its share)")
 	f.IntVar(&o.workers, "workers", 64, "writes in flight at most per site (the pace's slots wait for a free one)")
 	f.StringVar(&bw, "bandwidth", "25MB/s", "bandwidth of every emulated link")
-	f.BoolVar(&o.short, "short", false, "the short setting: --duration 2m --settle 20s unless given")
+	f.DurationVar(&o.smallDuration, "small-duration", soakFirstWindow, "how long the small-site phase writes before the main load (0: none)")
+	f.IntVar(&o.smallKeys, "small-keys", soakSmallKeys, "keys the small-site phase writes (jobs/<n> for n below it)")
+	f.BoolVar(&o.short, "short", false, "the short setting: --duration 2m --settle 20s --small-duration 0 unless given")
 	f.BoolVar(&o.keepWork, "keep-work", false, "keep the sites' data and logs in DIR/work")
 	return cmd
 }
@@ -131,6 +153,12 @@ func (o *soakOptions) validate() []error {
 	}
 	if o.settle < 0 {
 		errs = append(errs, fmt.Errorf("--settle %v: must not be negative", o.settle))
+	}
+	if o.smallDuration < 0 {
+		errs = append(errs, fmt.Errorf("--small-duration %v: must not be negative", o.smallDuration))
+	}
+	if o.smallDuration > 0 && (o.smallKeys < 1 || o.smallKeys > o.keys) {
+		errs = append(errs, fmt.Errorf("--small-keys %d: must be between 1 and --keys (%d)", o.smallKeys, o.keys))
 	}
 	if o.keys < 1 {
 		errs = append(errs, fmt.Errorf("--keys %d: must be at least 1", o.keys))
@@ -211,94 +239,30 @@ func soak(ctx context.Context, o soakOptions, topo *wan.Topology, dir string, re
 			return err
 		}
 	}
+	// One live set for both phases: a key the small-site phase wrote
+	// and the main load did not is live data still.
 	live := newLiveSet()
-	var acked atomic.Int64
-	var t0 time.Time
-	// The sampler runs from the first write until the end of the settle.
-	sctx, stopSampling := context.WithCancel(ctx)
-	defer stopSampling()
-	var samplerWG sync.WaitGroup
-	sampleNow := func(ctx context.Context) *soakSample {
-		sm := &soakSample{T: time.Since(t0).Seconds(), Live: live.bytes(), Acked: acked.Load(), Sites: map[string]*soakSiteSample{}}
-		for _, s := range c.sites {
-			sm.Sites[s.Site] = sampleSite(ctx, c, s)
+	if o.smallDuration > 0 {
+		so := o
+		so.keys, so.duration = o.smallKeys, o.smallDuration
+		res.Small = &soakSmall{DurationS: o.smallDuration.Seconds(), Keys: o.smallKeys, Writes: soakWrites{PerSite: map[string]*soakSiteWrites{}}}
+		step("small-site phase for %v: %d keys (about %s of live data once each was written), %.0f writes/s over %d sites, values %d–%d B, %s",
+			o.smallDuration, o.smallKeys, mib(int64(o.smallKeys)*int64(len(soakKeyPrefix)+5+(soakValueMin+soakValueMax)/2)), o.rate, len(c.sites), soakValueMin, soakValueMax, soakPredicate)
+		ws, err := soakPhase(ctx, so, c, clients, live, 100, 0, &res.Small.Samples, &res.Small.Writes, "small", step)
+		res.Small.WriteS = ws
+		if err != nil {
+			return err
 		}
-		return sm
-	}
-	var mu sync.Mutex // guards res.Samples while the sampler runs
-	record := func(sm *soakSample) {
-		mu.Lock()
-		res.Samples = append(res.Samples, sm)
-		mu.Unlock()
-	}
-	lastPrint := time.Now()
-	progress := func(sm *soakSample, phase string) {
-		if time.Since(lastPrint) < 30*time.Second {
-			return
+		if err := c.exited(); err != nil {
+			return err
 		}
-		lastPrint = time.Now()
-		var parts []string
-		for _, s := range c.sitesNames() {
-			ss := sm.Sites[s]
-			parts = append(parts, fmt.Sprintf("%s %s (%.1f×)", s, mib(ss.Allocated), ratioOf(ss.Allocated, sm.Live)))
-		}
-		fmt.Fprintf(o.progress, "  %s %5.0fs: %d writes acked, live %s; disk %s\n", phase, sm.T, sm.Acked, mib(sm.Live), strings.Join(parts, ", "))
 	}
-
 	step("writing for %v: %d keys, %.0f writes/s over %d sites (%.1f/s each), values %d–%d B, %s, up to %d in flight per site",
 		o.duration, o.keys, o.rate, len(c.sites), o.rate/float64(len(c.sites)), soakValueMin, soakValueMax, soakPredicate, o.workers)
-	t0 = time.Now()
-	res.Samples = append(res.Samples, sampleNow(ctx))
-	samplerWG.Go(func() {
-		t := time.NewTicker(o.sample)
-		defer t.Stop()
-		for {
-			select {
-			case <-sctx.Done():
-				return
-			case <-t.C:
-			}
-			sm := sampleNow(sctx)
-			if sctx.Err() != nil {
-				return
-			}
-			record(sm)
-			progress(sm, "writes")
-		}
-	})
-	// Writes run under ctx, not under the writers' deadline: a write in
-	// flight when the time is up is waited for, so that its answer counts.
-	wctx, stopWriters := context.WithTimeout(ctx, o.duration)
-	defer stopWriters()
-	var writers sync.WaitGroup
-	perSite := o.rate / float64(len(c.sites))
-	for i, s := range c.sites {
-		w := &soakSiteWrites{}
-		res.Writes.PerSite[s.Site] = w
-		writers.Go(func() {
-			runSiteWriter(ctx, wctx, clients[s.Site], s.Site, uint64(i+1), perSite, o, live, &acked, w)
-		})
-	}
-	writers.Wait()
-	writeEnd := time.Since(t0)
-	res.WriteS = writeEnd.Seconds()
-	if ctx.Err() != nil {
-		stopSampling()
-		samplerWG.Wait()
-		return ctx.Err()
-	}
-	res.Writes.sum(res.WriteS)
-	step("writers stopped after %.1f s: %d acked (%.1f/s of %.0f/s), %d pace slots missed, %d failed; settling for %v",
-		res.WriteS, res.Writes.Acked, res.Writes.AchievedPerS, o.rate, res.Writes.Missed, res.Writes.Failed+res.Writes.Unknown, o.settle)
-	if err := local.Sleep(ctx, o.settle); err != nil {
-		stopSampling()
-		samplerWG.Wait()
+	res.WriteS, err = soakPhase(ctx, o, c, clients, live, 0, o.settle, &res.Samples, &res.Writes, "writes", step)
+	if err != nil {
 		return err
 	}
-	stopSampling()
-	samplerWG.Wait()
-	// The last sample, taken after the settle.
-	res.Samples = append(res.Samples, sampleNow(ctx))
 	res.LiveBytes, res.LiveKeys = live.bytes(), live.len()
 	res.WrittenBytes = live.written()
 	if err := c.exited(); err != nil {
@@ -316,6 +280,104 @@ func soak(ctx context.Context, o soakOptions, topo *wan.Topology, dir string, re
 			s, sc.Keys, mib(sc.Bytes), res.LiveKeys, mib(res.LiveBytes), sc.Differ)
 	}
 	return nil
+}
+
+// soakPhase writes o.keys keys at o.rate from every site for o.duration,
+// each site's writers seeded by seed plus its index, into live; it
+// samples every site every o.sample into *samples (the first at the first
+// write), goes on sampling for settle after the writers stopped, and
+// takes a last sample then. It returns how long the writers wrote.
+func soakPhase(ctx context.Context, o soakOptions, c *siteCluster, clients map[string]*kvclient.Client, live *liveSet, seed uint64,
+	settle time.Duration, samples *[]*soakSample, writes *soakWrites, label string, step func(string, ...any)) (float64, error) {
+	var acked atomic.Int64
+	var t0 time.Time
+	// The sampler runs from the first write until the end of the settle.
+	sctx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	var samplerWG sync.WaitGroup
+	sampleNow := func(ctx context.Context) *soakSample {
+		sm := &soakSample{T: time.Since(t0).Seconds(), Live: live.bytes(), Acked: acked.Load(), Sites: map[string]*soakSiteSample{}}
+		for _, s := range c.sites {
+			sm.Sites[s.Site] = sampleSite(ctx, c, s)
+		}
+		return sm
+	}
+	var mu sync.Mutex // guards *samples while the sampler runs
+	record := func(sm *soakSample) {
+		mu.Lock()
+		*samples = append(*samples, sm)
+		mu.Unlock()
+	}
+	lastPrint := time.Now()
+	progress := func(sm *soakSample) {
+		if time.Since(lastPrint) < 30*time.Second {
+			return
+		}
+		lastPrint = time.Now()
+		var parts []string
+		for _, s := range c.sitesNames() {
+			ss := sm.Sites[s]
+			parts = append(parts, fmt.Sprintf("%s %s (%.1f×)", s, mib(ss.Allocated), ratioOf(ss.Allocated, sm.Live)))
+		}
+		fmt.Fprintf(o.progress, "  %s %5.0fs: %d writes acked, live %s; disk %s\n", label, sm.T, sm.Acked, mib(sm.Live), strings.Join(parts, ", "))
+	}
+
+	t0 = time.Now()
+	*samples = append(*samples, sampleNow(ctx))
+	samplerWG.Go(func() {
+		t := time.NewTicker(o.sample)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+			sm := sampleNow(sctx)
+			if sctx.Err() != nil {
+				return
+			}
+			record(sm)
+			progress(sm)
+		}
+	})
+	// Writes run under ctx, not under the writers' deadline: a write in
+	// flight when the time is up is waited for, so that its answer counts.
+	wctx, stopWriters := context.WithTimeout(ctx, o.duration)
+	defer stopWriters()
+	var writers sync.WaitGroup
+	perSite := o.rate / float64(len(c.sites))
+	for i, s := range c.sites {
+		w := &soakSiteWrites{}
+		writes.PerSite[s.Site] = w
+		writers.Go(func() {
+			runSiteWriter(ctx, wctx, clients[s.Site], s.Site, seed+uint64(i+1), perSite, o, live, &acked, w)
+		})
+	}
+	writers.Wait()
+	writeS := time.Since(t0).Seconds()
+	if ctx.Err() != nil {
+		stopSampling()
+		samplerWG.Wait()
+		return writeS, ctx.Err()
+	}
+	writes.sum(writeS)
+	more := ""
+	if settle > 0 {
+		more = fmt.Sprintf("; sampling for %v more", settle)
+	}
+	step("%s: writers stopped after %.1f s: %d acked (%.1f/s of %.0f/s), %d pace slots missed, %d failed; live %s%s",
+		label, writeS, writes.Acked, writes.AchievedPerS, o.rate, writes.Missed, writes.Failed+writes.Unknown, mib(live.bytes()), more)
+	if err := local.Sleep(ctx, settle); err != nil {
+		stopSampling()
+		samplerWG.Wait()
+		return writeS, err
+	}
+	stopSampling()
+	samplerWG.Wait()
+	// The last sample, taken after the settle.
+	*samples = append(*samples, sampleNow(ctx))
+	return writeS, nil
 }
 
 // runSiteWriter paces site's writes at rate per second until wctx ends:

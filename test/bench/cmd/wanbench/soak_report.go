@@ -17,8 +17,9 @@ import (
 // The soak's report.md and plots, made from soakResults alone.
 
 const (
-	soakDiskPlot = "soak-disk.png"
-	soakLogPlot  = "soak-kv-log.png"
+	soakDiskPlot  = "soak-disk.png"
+	soakLogPlot   = "soak-kv-log.png"
+	soakFirstPlot = "soak-first-minutes.png"
 )
 
 // writeSoakOutputs evaluates the targets and writes results.json,
@@ -62,10 +63,14 @@ func soakReport(res *soakResults, plots []string) string {
 	if res.Short {
 		rerun = "make soak-short"
 	}
-	w("%s Rerun with `%s` or `wanbench soak --duration %s --keys %d --rate %.0f --bandwidth %s --out DIR`.\n\n",
-		runHeader(res.Started, res.Finished, res.Commit, res.Host), rerun, time.Duration(res.DurationS*float64(time.Second)), res.Keys, res.RateTarget, res.Bandwidth)
+	small := " --small-duration 0"
+	if res.Small != nil {
+		small = fmt.Sprintf(" --small-duration %s --small-keys %d", time.Duration(res.Small.DurationS*float64(time.Second)), res.Small.Keys)
+	}
+	w("%s Rerun with `%s` or `wanbench soak --duration %s --keys %d --rate %.0f --bandwidth %s%s --out DIR`.\n\n",
+		runHeader(res.Started, res.Finished, res.Commit, res.Host), rerun, time.Duration(res.DurationS*float64(time.Second)), res.Keys, res.RateTarget, res.Bandwidth, small)
 
-	w("## Targets (issue 18)\n\n| target | status | detail |\n|---|---|---|\n")
+	w("## Targets (issues 18 and 26)\n\n| target | status | detail |\n|---|---|---|\n")
 	for _, t := range res.Targets {
 		w("| %s | %s | %s |\n", t.Name, mark(t.Status), t.Detail)
 	}
@@ -86,6 +91,10 @@ func soakReport(res *soakResults, plots []string) string {
 		"After the settle every site's `Scan` of `jobs/` is compared with it.\n")
 	w("- **Disk** = the blocks allocated to the files under the site's data directory and its `.snapshots` sibling (`st_blocks` × 512, as `du` counts; hard links once), walked at every sample. Beside it: the part of it in pebble's write-ahead logs (`*.log` files, which pebble preallocates to 110%% of its memtable size and keeps for reuse), the apparent size (the files' lengths), and the site's own estimate (status.json `DiskTotal`: pebble's count of its tables, blob files and logs).\n")
 	w("- kv log floors: status.json `Retention`, per kv stream (one per origin) at every site: its head and the seq its log was truncated up to.\n")
+	w("- **First minutes** (issue 26: a site's disk in its first %.0f minutes with 10 MiB of data ≤ 64 MiB + %.0f × live): with %d keys at %.0f writes/s the main load's live data passes 10 MiB about 40 s after its first write and nears its full size within 4 minutes, so its first %.0f minutes are not a site with 10 MiB. "+
+		"A small-site phase runs first instead, on the same fresh sites: the same writers, pace and records, but to the first %d keys only (`jobs/00000` to `jobs/%05d`: %d × 2,570 B on average, about 10 MiB once each was written: 95 %% of them are within 90 s at this pace), for `--small-duration` (10 minutes), sampled the same way; the main load follows at once. "+
+		"Every sample's disk is held against 64 MiB + %.0f × the live data at that moment (at the first sample, before any write, that is 64 MiB); the report shows each site's peak and, where another sample came closer to its limit or further over it, that one too. %s\n",
+		soakFirstWindow.Minutes(), soakDiskFactor, res.Keys, res.RateTarget, soakFirstWindow.Minutes(), soakSmallKeys, soakSmallKeys-1, soakSmallKeys, soakDiskFactor, firstNote(res))
 	for _, n := range res.Notes {
 		w("- %s\n", n)
 	}
@@ -151,6 +160,8 @@ func soakReport(res *soakResults, plots []string) string {
 		}
 	}
 
+	soakReportFirst(w, res)
+
 	w("\n## kv log truncation\n\n")
 	if end == nil || len(res.Samples) < 2 {
 		w("Not measured.\n")
@@ -184,6 +195,52 @@ func soakReport(res *soakResults, plots []string) string {
 	return b.String()
 }
 
+// firstNote says how this run read the first-minutes target.
+func firstNote(res *soakResults) string {
+	switch {
+	case res.Small != nil:
+		return fmt.Sprintf("This run's phase: %d keys for %.0f s.", res.Small.Keys, res.Small.WriteS)
+	case res.Short:
+		return "`--short` runs no such phase: the target is read over what the main load ran, and says so."
+	}
+	return "This run had no such phase (`--small-duration 0`, or a run before issue 26): the target is read over the main load's first 10 minutes, and says so."
+}
+
+// soakReportFirst writes the section of the sites' first minutes.
+func soakReportFirst(w func(string, ...any), res *soakResults) {
+	samples, small := res.firstSamples()
+	w("\n## Disk in the first %.0f minutes\n\n", soakFirstWindow.Minutes())
+	if len(samples) == 0 {
+		w("Not measured.\n")
+		return
+	}
+	if small {
+		sw := res.Small.Writes
+		w("The small-site phase: %d keys for %.0f s (asked %.0f s) before the main load; %d of %d paced writes acknowledged under %s (%.1f/s; p50 %.1f ms, p99 %.1f ms), %d slots missed, %d made but their wait failed, %d unanswered. Live data at its end: %s.\n\n",
+			res.Small.Keys, res.Small.WriteS, res.Small.DurationS, sw.Acked, sw.Slots, res.Predicate, sw.AchievedPerS, sw.P50ms, sw.P99ms, sw.Missed, sw.Failed, sw.Unknown, mib(samples[len(samples)-1].Live))
+	} else {
+		w("No small-site phase in this run: the main load's first %.0f s, settle included (%d keys; live %s then), as it ran.\n\n", samples[len(samples)-1].T, res.Keys, mib(samples[len(samples)-1].Live))
+	}
+	w("| site | peak disk | at (s) | live then | limit then (64 MiB + %.0f × live) | peak / limit | of which WAL at the peak | furthest over its limit |\n|---|---:|---:|---:|---:|---:|---:|---|\n", soakDiskFactor)
+	for _, s := range res.Sites {
+		f, ok := firstOf(samples, s)
+		if !ok {
+			continue
+		}
+		wal := "–"
+		for _, sm := range samples {
+			if ss := sm.Sites[s]; sm.T == f.PeakAt && ss != nil && ss.WAL > 0 {
+				wal = mib(ss.WAL)
+			}
+		}
+		worst := "the peak"
+		if f.WorstAt != f.PeakAt {
+			worst = fmt.Sprintf("%s at %.0f s against %s: %.2f×", mib(f.Worst), f.WorstAt, mib(f.WorstLimit), f.ratio())
+		}
+		w("| %s | %s | %.0f | %s | %s | **%.2f×** | %s | %s |\n", s, mib(f.Peak), f.PeakAt, mib(f.PeakLive), mib(f.PeakLimit), float64(f.Peak)/float64(f.PeakLimit), wal, worst)
+	}
+}
+
 func liveRange(samples []*soakSample) string {
 	if len(samples) == 0 {
 		return "–"
@@ -209,7 +266,76 @@ func writeSoakPlots(dir string, res *soakResults) ([]string, error) {
 	if err := drawSoakLog(filepath.Join(dir, soakLogPlot), res); err != nil {
 		return nil, err
 	}
-	return append(files, soakLogPlot), nil
+	files = append(files, soakLogPlot)
+	if samples, small := res.firstSamples(); len(samples) >= 2 {
+		if err := drawSoakFirst(filepath.Join(dir, soakFirstPlot), res, samples, small); err != nil {
+			return nil, err
+		}
+		files = append(files, soakFirstPlot)
+	}
+	return files, nil
+}
+
+// drawSoakFirst draws disk per site over the first minutes against the
+// limit 64 MiB + 3 × live at each sample.
+func drawSoakFirst(path string, res *soakResults, samples []*soakSample, small bool) error {
+	p := plot.New()
+	if small {
+		p.Title.Text = fmt.Sprintf("Disk per site in the small-site phase (%d keys, %.0f writes/s) against 64 MiB + %.0f × live", res.Small.Keys, res.RateTarget, soakDiskFactor)
+	} else {
+		p.Title.Text = fmt.Sprintf("Disk per site in the main load's first minutes (%d keys, %.0f writes/s) against 64 MiB + %.0f × live", res.Keys, res.RateTarget, soakDiskFactor)
+	}
+	p.X.Label.Text = "seconds since the first write"
+	p.Y.Label.Text = "MiB"
+	p.Add(plotter.NewGrid())
+	p.Legend.Top, p.Legend.Left = true, false
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	top := 0.0
+	add := func(label string, c color.Color, dashes []vg.Length, width float64, y func(*soakSample) (float64, bool)) error {
+		var xy plotter.XYs
+		for _, s := range samples {
+			if v, ok := y(s); ok {
+				xy = append(xy, plotter.XY{X: s.T, Y: v})
+				top = math.Max(top, v)
+			}
+		}
+		if len(xy) == 0 {
+			return nil
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.Color, l.Dashes, l.Width = c, dashes, vg.Points(width)
+		p.Add(l)
+		p.Legend.Add(label, l)
+		return nil
+	}
+	dashes := [][]vg.Length{nil, {vg.Points(8), vg.Points(4)}, {vg.Points(3), vg.Points(3)}}
+	for i, s := range res.Sites {
+		if err := add("disk "+s, palette[i%len(palette)], dashes[i%len(dashes)], 1.8, func(sm *soakSample) (float64, bool) {
+			ss := sm.Sites[s]
+			if ss == nil || ss.Allocated == 0 {
+				return 0, false
+			}
+			return float64(ss.Allocated) / (1 << 20), true
+		}); err != nil {
+			return err
+		}
+	}
+	black, grey := color.RGBA{0, 0, 0, 255}, color.RGBA{150, 150, 150, 255}
+	if err := add("live data", black, []vg.Length{vg.Points(5), vg.Points(3)}, 1.6, func(sm *soakSample) (float64, bool) {
+		return float64(sm.Live) / (1 << 20), true
+	}); err != nil {
+		return err
+	}
+	if err := add(fmt.Sprintf("64 MiB + %.0f × live (target)", soakDiskFactor), grey, []vg.Length{vg.Points(2), vg.Points(2)}, 1.4, func(sm *soakSample) (float64, bool) {
+		return float64(soakFirstLimit(sm.Live)) / (1 << 20), true
+	}); err != nil {
+		return err
+	}
+	p.Y.Min, p.Y.Max = 0, math.Max(1, top*1.5)
+	return p.Save(9*vg.Inch, 5*vg.Inch, path)
 }
 
 func drawSoakDisk(path string, res *soakResults) error {

@@ -11,14 +11,26 @@ import (
 	"github.com/stabilizer/stabilizer/test/workload"
 )
 
-// The soak's results as results.json holds them, and issue 18's disk
-// target evaluated on them; pure, so that the report can be made again
-// from results.json alone.
+// The soak's results as results.json holds them, and the disk targets of
+// issues 18 and 26 evaluated on them; pure, so that the report can be
+// made again from results.json alone.
 
 const soakBenchName = "soak"
 
 // Issue 18's target: disk use at most this many times the live data.
 const soakDiskFactor = 3.0
+
+// Issue 26's target: a site's disk in its first soakFirstWindow, with
+// about 10 MiB of data, at most soakFirstBase plus soakDiskFactor times
+// the live data at every sample.
+const (
+	soakFirstBase   = 64 << 20
+	soakFirstWindow = 10 * time.Minute
+)
+
+// soakFirstLimit is the disk allowed in the first minutes with live bytes
+// of live data.
+func soakFirstLimit(live int64) int64 { return soakFirstBase + int64(soakDiskFactor*float64(live)) }
 
 // soakPaceShare: the writes held the pace when at least this share of
 // --rate was acknowledged (a check of the set-up, not an issue target).
@@ -57,9 +69,12 @@ type soakResults struct {
 	WrittenBytes int64                `json:"written_bytes"`
 	Scan         map[string]*soakScan `json:"scan"`
 	Samples      []*soakSample        `json:"samples"`
-	Targets      []psTarget           `json:"targets"`
-	Checks       []psTarget           `json:"checks"`
-	Notes        []string             `json:"notes"`
+	// Small is the small-site phase before the main load (issue 26);
+	// nil when it did not run (--short, and runs before issue 26).
+	Small   *soakSmall `json:"small,omitempty"`
+	Targets []psTarget `json:"targets"`
+	Checks  []psTarget `json:"checks"`
+	Notes   []string   `json:"notes"`
 }
 
 func (r *soakResults) note(format string, args ...any) {
@@ -117,6 +132,17 @@ func (w *soakWrites) sum(writeS float64) {
 	if writeS > 0 {
 		w.AchievedPerS = float64(w.Acked) / writeS
 	}
+}
+
+// soakSmall is the small-site phase: the sites' first minutes, writing
+// to Keys keys only, before the main load. Its samples' T count from its
+// own first write; the main load's samples come after it.
+type soakSmall struct {
+	DurationS float64       `json:"duration_s"`
+	Keys      int           `json:"keys"`
+	WriteS    float64       `json:"write_s"`
+	Writes    soakWrites    `json:"writes"`
+	Samples   []*soakSample `json:"samples"`
 }
 
 // soakScan is a scan of the soak's keys at a site after the settle.
@@ -259,8 +285,110 @@ func (r *soakResults) floorsRose() (flat map[string][]string, seen int) {
 	return flat, seen
 }
 
-// evaluate marks issue 18's disk targets, and the run's checks, met,
-// missed or not measured.
+// firstSamples are the samples of the sites' first minutes: the
+// small-site phase's if it ran, else the main load's first
+// soakFirstWindow (all of it in a shorter run). small says which.
+func (r *soakResults) firstSamples() (samples []*soakSample, small bool) {
+	if r.Small != nil && len(r.Small.Samples) > 0 {
+		return r.Small.Samples, true
+	}
+	for _, s := range r.Samples {
+		if s.T <= soakFirstWindow.Seconds()+0.5 {
+			samples = append(samples, s)
+		}
+	}
+	return samples, false
+}
+
+// soakFirst is a site's disk over its first minutes: its peak and the
+// limit at that sample, and the sample closest to or furthest over its
+// limit (the highest disk / limit), which decides the target.
+type soakFirst struct {
+	Peak, PeakLive, PeakLimit    int64
+	PeakAt                       float64
+	Worst, WorstLive, WorstLimit int64
+	WorstAt                      float64
+}
+
+func (f soakFirst) ratio() float64 { return float64(f.Worst) / float64(f.WorstLimit) }
+
+// firstOf is site's soakFirst over samples.
+func firstOf(samples []*soakSample, site string) (soakFirst, bool) {
+	var f soakFirst
+	ok := false
+	for _, s := range samples {
+		ss := s.Sites[site]
+		if ss == nil || ss.Allocated == 0 {
+			continue
+		}
+		limit := soakFirstLimit(s.Live)
+		if !ok || ss.Allocated > f.Peak {
+			f.Peak, f.PeakLive, f.PeakLimit, f.PeakAt = ss.Allocated, s.Live, limit, s.T
+		}
+		if !ok || float64(ss.Allocated)/float64(limit) > f.ratio() {
+			f.Worst, f.WorstLive, f.WorstLimit, f.WorstAt = ss.Allocated, s.Live, limit, s.T
+		}
+		ok = true
+	}
+	return f, ok
+}
+
+// firstTarget is issue 26's first-minutes target.
+func (r *soakResults) firstTarget() (string, string) {
+	samples, small := r.firstSamples()
+	var where string
+	var top int64
+	for _, s := range samples {
+		top = max(top, s.Live)
+	}
+	switch {
+	case len(samples) == 0:
+		return statusNotMeasured, "not measured: no samples"
+	case small:
+		where = fmt.Sprintf("small-site phase of %.0f s, %d keys, live up to %s", r.Small.WriteS, r.Small.Keys, mib(top))
+	default:
+		span := samples[len(samples)-1].T
+		what := "no small-site phase in this run"
+		if r.Short {
+			what = "the short run has no small-site phase"
+		}
+		ran := fmt.Sprintf("first %.0f s", span)
+		if span < soakFirstWindow.Seconds()-r.SampleS {
+			ran = fmt.Sprintf("%.0f s, all that ran", span)
+		}
+		where = fmt.Sprintf("%s: over the main load's %s, %d keys, live up to %s", what, ran, r.Keys, mib(top))
+		if top > 11<<20 {
+			where += ", more than the target's 10 MiB"
+		}
+	}
+	status := statusMet
+	parts := []string{where}
+	n := 0
+	for _, site := range r.Sites {
+		f, ok := firstOf(samples, site)
+		if !ok {
+			parts = append(parts, site+" not measured")
+			status = statusNotMeasured
+			continue
+		}
+		n++
+		d := fmt.Sprintf("%s peak %s at %.0f s against %s (64 MiB + 3 × %s): %.2f×", site, mib(f.Peak), f.PeakAt, mib(f.PeakLimit), mib(f.PeakLive), float64(f.Peak)/float64(f.PeakLimit))
+		if f.WorstAt != f.PeakAt {
+			d += fmt.Sprintf(", furthest over at %.0f s: %s against %s, %.2f×", f.WorstAt, mib(f.Worst), mib(f.WorstLimit), f.ratio())
+		}
+		parts = append(parts, d)
+		if f.ratio() > 1 && status != statusNotMeasured {
+			status = statusMissed
+		}
+	}
+	if n == 0 {
+		status = statusNotMeasured
+	}
+	return status, joinStrings(parts)
+}
+
+// evaluate marks the disk targets of issues 18 and 26, and the run's
+// checks, met, missed or not measured.
 func (r *soakResults) evaluate() (targets, checks []psTarget) {
 	add := func(to *[]psTarget, name, status, detail string) {
 		*to = append(*to, psTarget{Name: name, Status: status, Detail: detail})
@@ -300,20 +428,27 @@ func (r *soakResults) evaluate() (targets, checks []psTarget) {
 		v, at, ok := maxRatio(third, site)
 		return v, fmt.Sprintf(" at %.0f s", at), ok
 	})
+	st, d := r.firstTarget()
+	add(&targets, fmt.Sprintf("disk ≤ 64 MiB + %.0f× live at every site over its first %.0f minutes with about 10 MiB of data (every sample; its peak shown)", soakDiskFactor, soakFirstWindow.Minutes()), st, d)
 
-	w := r.Writes
-	switch {
-	case w.Slots == 0:
-		add(&checks, "writes acknowledged and the pace held", statusNotMeasured, "no writes")
-	default:
-		d := fmt.Sprintf("%d of %d paced writes acknowledged under %s in %.0f s: %.1f/s of %.0f/s (%.0f%%); %d slots missed (no worker free), %d made but their wait failed, %d unanswered",
-			w.Acked, w.Slots, r.Predicate, r.WriteS, w.AchievedPerS, r.RateTarget, 100*w.AchievedPerS/r.RateTarget, w.Missed, w.Failed, w.Unknown)
-		st := statusMet
-		if w.Acked == 0 || w.AchievedPerS < soakPaceShare*r.RateTarget {
-			st = statusMissed
+	pace := func(what string, w soakWrites, writeS float64) {
+		switch {
+		case w.Slots == 0:
+			add(&checks, what+" acknowledged and the pace held", statusNotMeasured, "no writes")
+		default:
+			d := fmt.Sprintf("%d of %d paced writes acknowledged under %s in %.0f s: %.1f/s of %.0f/s (%.0f%%); %d slots missed (no worker free), %d made but their wait failed, %d unanswered",
+				w.Acked, w.Slots, r.Predicate, writeS, w.AchievedPerS, r.RateTarget, 100*w.AchievedPerS/r.RateTarget, w.Missed, w.Failed, w.Unknown)
+			st := statusMet
+			if w.Acked == 0 || w.AchievedPerS < soakPaceShare*r.RateTarget {
+				st = statusMissed
+			}
+			add(&checks, fmt.Sprintf("%s acknowledged and the pace held (≥ %.0f%% of --rate)", what, soakPaceShare*100), st, d)
 		}
-		add(&checks, fmt.Sprintf("writes acknowledged and the pace held (≥ %.0f%% of --rate)", soakPaceShare*100), st, d)
 	}
+	if r.Small != nil {
+		pace("small-site phase: writes", r.Small.Writes, r.Small.WriteS)
+	}
+	pace("writes", r.Writes, r.WriteS)
 	flat, seen := r.floorsRose()
 	switch {
 	case seen == 0:
