@@ -1,0 +1,133 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest/testhelp"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const testDir = "/db"
+
+// openTest opens a store on fs in testDir; mods adjust the config.
+func openTest(t testing.TB, fs vfs.FS, mods ...func(*Config)) *Store {
+	t.Helper()
+	s, err := Open(testConfig(t, fs, mods...))
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func testConfig(t testing.TB, fs vfs.FS, mods ...func(*Config)) Config {
+	cfg := Config{Dir: testDir, FS: fs, Logger: testhelp.Logger(t, "segment")}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	return cfg
+}
+
+func segmentBytes(n int64) func(*Config) { return func(c *Config) { c.SegmentBytes = n } }
+
+// payload returns the deterministic payload of (stream, seq): its size and
+// bytes follow from both, so a test can check any record it reads back.
+func payload(stream string, seq uint64, maxSize int) []byte {
+	h := fnv.New64a()
+	h.Write([]byte(stream))
+	_ = binary.Write(h, binary.LittleEndian, seq)
+	rng := rand.New(rand.NewPCG(h.Sum64(), seq))
+	b := make([]byte, rng.IntN(maxSize+1))
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// rec is the deterministic record seq of stream, its HLC derived from seq.
+func rec(stream string, seq uint64, maxSize int) Record {
+	return Record{Seq: seq, HLC: seq * 10, Payload: payload(stream, seq, maxSize)}
+}
+
+// recs returns the deterministic records from..to of stream.
+func recs(stream string, from, to uint64, maxSize int) []Record {
+	var out []Record
+	for seq := from; seq <= to; seq++ {
+		out = append(out, rec(stream, seq, maxSize))
+	}
+	return out
+}
+
+func mustAppend(t testing.TB, s *Store, origin, stream string, rs ...Record) {
+	t.Helper()
+	if err := s.Append(origin, stream, rs); err != nil {
+		t.Fatalf("append %s/%s: %v", origin, stream, err)
+	}
+}
+
+func mustSync(t testing.TB, s *Store) []Durable {
+	t.Helper()
+	d, err := s.Sync()
+	if err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	return d
+}
+
+// checkRead fails unless got are exactly the deterministic records
+// from..to of stream.
+func checkRead(t testing.TB, got []Record, stream string, from, to uint64, maxSize int) {
+	t.Helper()
+	if uint64(len(got)) != to-from+1 {
+		t.Fatalf("%s: read %d records, want %d..%d", stream, len(got), from, to)
+	}
+	for i, r := range got {
+		want := rec(stream, from+uint64(i), maxSize)
+		if r.Seq != want.Seq || r.HLC != want.HLC || !bytes.Equal(r.Payload, want.Payload) || len(r.Head) != 0 {
+			t.Fatalf("%s: record %d: seq %d hlc %d %d bytes, want seq %d hlc %d %d bytes",
+				stream, i, r.Seq, r.HLC, len(r.Payload), want.Seq, want.HLC, len(want.Payload))
+		}
+	}
+}
+
+// info returns the StreamInfo of (origin, stream), ok false if absent.
+func info(s *Store, origin, stream string) (StreamInfo, bool) {
+	for _, si := range s.Streams() {
+		if si.Origin == origin && si.Stream == stream {
+			return si, true
+		}
+	}
+	return StreamInfo{}, false
+}
+
+// streamDir is the directory of (origin, stream) under testDir.
+func streamDir(fs vfs.FS, origin, stream string) string {
+	return fs.PathJoin(testDir, streamDirName(origin, stream))
+}
+
+// segFiles lists the segment files of (origin, stream), sorted.
+func segFiles(t testing.TB, fs vfs.FS, origin, stream string) []uint64 {
+	t.Helper()
+	s := &Store{fs: fs}
+	s.log = testhelp.Logger(t, "list")
+	firsts, err := s.listSegments(streamDir(fs, origin, stream))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil
+	}
+	return firsts
+}
+
+// counter returns a metric's current value.
+func counter(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
