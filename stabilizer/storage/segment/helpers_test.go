@@ -129,5 +129,26 @@ func segFiles(t testing.TB, fs vfs.FS, origin, stream string) []uint64 {
 	return firsts
 }
 
+// readFile returns the bytes of the file at path.
+func readFile(t testing.TB, fs vfs.FS, path string) []byte {
+	t.Helper()
+	f, err := fs.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// crashClone returns what fs may hold after a power loss now, keeping pct
+// percent of the unsynced blocks and directory entries.
+func crashClone(fs *vfs.MemFS, pct int) *vfs.MemFS {
+	return fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(1, uint64(pct)))})
+}
+
 // counter returns a metric's current value.
 func counter(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
