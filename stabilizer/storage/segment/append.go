@@ -357,6 +357,6 @@ func (s *Store) commitAppend(st *stream, runs []*appendRun) {
 	s.metrics.appendedBytes.Add(float64(bytes))
 	s.metrics.appendedRecords.Add(float64(n))
 	if err := closeAll(files); err != nil {
-		s.log.Warn("closing a sealed segment failed", "stream", st.id.String(), "error", err)
+		s.log.Warn("closing a sealed segment failed", "origin", st.id.origin, "stream", st.id.stream, "error", err)
 	}
 }

@@ -144,6 +144,56 @@ func readFile(t testing.TB, fs vfs.FS, path string) []byte {
 	return b
 }
 
+// where returns the segment file and offset of record seq of (origin,
+// stream), from the store's index.
+func where(t testing.TB, s *Store, origin, stream string, seq uint64) (string, int64) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.mu.streams[streamID{origin, stream}]
+	for _, g := range st.segs {
+		if seq >= g.first && seq <= g.last() {
+			return g.path, g.offs[seq-g.first]
+		}
+	}
+	t.Fatalf("seq %d of %s/%s is in no segment", seq, origin, stream)
+	return "", 0
+}
+
+// writeFile replaces the file at path with b, synced.
+func writeFile(t testing.TB, fs vfs.FS, path string, b []byte) {
+	t.Helper()
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(bytes.Clone(b)); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flipByte inverts the byte at off of the file at path, in place, so that
+// open handles see it.
+func flipByte(t testing.TB, fs vfs.FS, path string, off int64) {
+	t.Helper()
+	f, err := fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b[:], off); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // crashClone returns what fs may hold after a power loss now, keeping pct
 // percent of the unsynced blocks and directory entries.
 func crashClone(fs *vfs.MemFS, pct int) *vfs.MemFS {

@@ -128,7 +128,7 @@ func (s *Store) readRun(st *stream, r readRun, out []Record) ([]Record, error) {
 // corrupt counts a corrupt record and returns the error that names it.
 func (s *Store) corrupt(st *stream, g *segment, seq uint64, off int64, why error) error {
 	s.metrics.corruptRecords.Inc()
-	s.log.Error("corrupt record", "stream", st.id.String(), "seq", seq, "segment", g.path, "offset", off, "error", why)
+	s.log.Error("corrupt record", "origin", st.id.origin, "stream", st.id.stream, "seq", seq, "segment", g.path, "offset", off, "error", why)
 	return fmt.Errorf("segment: read %s seq %d: segment %s offset %d: %v: %w", st.id, seq, g.path, off, why, ErrCorrupt)
 }
 

@@ -121,7 +121,7 @@ func (s *Store) hashedNames(dir, dirName string, firsts []uint64) (streamID, boo
 		id := streamID{o, st}
 		if streamDirName(o, st) != dirName {
 			s.log.Error("ignoring a stream directory whose segments name another stream",
-				"dir", dir, "segment", path, "stream", id.String())
+				"dir", dir, "segment", path, "origin", id.origin, "stream", id.stream)
 			return streamID{}, false, nil
 		}
 		return id, true, nil
@@ -191,7 +191,7 @@ func (s *Store) recoverSegments(st *stream, firsts []uint64, buf []byte) ([]*seg
 		case len(g.offs) == 0:
 			// Created, but its first record never reached the disk: a later
 			// segment would follow a gap (next stays at its first seq).
-			s.log.Info("removing a segment that holds no record", "stream", st.id.String(), "segment", path)
+			s.log.Info("removing a segment that holds no record", "origin", st.id.origin, "stream", st.id.stream, "segment", path)
 			drop = append(drop, &segment{first: first, path: path})
 			next = first
 			continue
@@ -204,7 +204,7 @@ func (s *Store) recoverSegments(st *stream, firsts []uint64, buf []byte) ([]*seg
 	}
 	if reason != "" {
 		s.metrics.tornTails.Inc()
-		s.log.Warn("cut stream at its first torn or corrupt record", "stream", st.id.String(),
+		s.log.Warn("cut stream at its first torn or corrupt record", "origin", st.id.origin, "stream", st.id.stream,
 			"reason", reason, "segments_deleted", len(drop))
 	}
 	if err := s.applyCut(cut, cutPhys, drop); err != nil {

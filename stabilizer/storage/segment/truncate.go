@@ -141,7 +141,7 @@ func (s *Store) dropSegments(st *stream, victims []*segment) error {
 	s.mu.Unlock()
 	s.metrics.deletedSegments.Add(float64(removed))
 	if err := closeAll(files); err != nil {
-		s.log.Warn("closing a deleted segment failed", "stream", st.id.String(), "error", err)
+		s.log.Warn("closing a deleted segment failed", "origin", st.id.origin, "stream", st.id.stream, "error", err)
 	}
 	if removed > 0 {
 		if err := s.syncDir(st.dir); err != nil {
