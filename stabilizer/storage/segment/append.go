@@ -129,9 +129,9 @@ func (s *Store) writeRuns(st *stream, runs []*appendRun) error {
 		return err
 	}
 	nsegs := len(st.segs) // read under wmu: only writers change it
-	for i, r := range runs {
+	for _, r := range runs {
 		if r.fresh {
-			if err := s.boundWindow(st, runs, i, nsegs); err != nil {
+			if err := s.boundWindow(st, runs, nsegs); err != nil {
 				return err
 			}
 			f, err := s.fs.Create(r.seg.path, vfs.WriteCategoryUnspecified)
@@ -189,10 +189,12 @@ func (s *Store) openForAppend(g *segment) error {
 }
 
 // boundWindow keeps at most the last two segments of a stream unsynced:
-// before the segment runs[i] creates, it fdatasyncs the one two places
-// before it if no Sync has yet. Open relies on this to read only the last
-// two segments whole. With Sync called every few MiB it never syncs here.
-func (s *Store) boundWindow(st *stream, runs []*appendRun, i, nsegs int) error {
+// before a run creates segment number nsegs (counting the stream's
+// segments, then this Append's), it fdatasyncs the one two places before
+// it if no Sync has covered it yet. Open relies on this to read only the
+// last two segments whole. With Sync called every few MiB it never syncs
+// here.
+func (s *Store) boundWindow(st *stream, runs []*appendRun, nsegs int) error {
 	t := nsegs - 2 // index of the segment to check, in segs then this Append's
 	if t < 0 {
 		return nil

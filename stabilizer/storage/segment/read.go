@@ -68,6 +68,9 @@ func (s *Store) planRead(id streamID, from uint64, maxCount int, maxBytes int64)
 	// The floor is at least the first segment's first seq - 1, so some
 	// segment starts at or below from.
 	i := sort.Search(len(st.segs), func(i int) bool { return st.segs[i].first > from }) - 1
+	if i < 0 {
+		return nil, nil, 0, fmt.Errorf("segment: read %s from seq %d: no segment holds it (floor %d): %w", id, from, st.floor, ErrTruncated)
+	}
 	var runs []readRun
 	n, bytes, seq := 0, int64(0), from
 	for ; i < len(st.segs) && seq <= st.durable; i++ {

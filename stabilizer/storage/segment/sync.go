@@ -59,9 +59,8 @@ func (s *Store) Sync() ([]Durable, error) {
 		for _, f := range p.files {
 			files = append(files, releaseLocked(f.ref)...)
 		}
-		err = s.failLocked(errors.Join(err, closeAll(files)))
 		s.mu.Unlock()
-		return nil, fmt.Errorf("segment: sync: %w", err)
+		return nil, fmt.Errorf("segment: sync: %w", s.fail(errors.Join(err, closeAll(files))))
 	}
 	out := s.finishSync(p)
 	s.metrics.syncs.Inc()
