@@ -255,6 +255,7 @@ func TestOpenIgnoresStrangers(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, fs, fs.PathJoin(testDir, "README"), []byte("hi"))
+	writeFile(t, fs, fs.PathJoin(testDir, "notes.txt"), []byte("a stream's name, but a file"))
 	writeFile(t, fs, fs.PathJoin(streamDir(fs, "o", "s"), "notes.txt"), []byte("hi"))
 	if err := fs.MkdirAll(streamDir(fs, "o", "empty"), 0o755); err != nil {
 		t.Fatal(err)
@@ -266,7 +267,7 @@ func TestOpenIgnoresStrangers(t *testing.T) {
 	if _, err := fs.Stat(streamDir(fs, "o", "empty")); err == nil {
 		t.Error("empty stream directory kept")
 	}
-	for _, p := range []string{fs.PathJoin(testDir, "README"), fs.PathJoin(streamDir(fs, "o", "s"), "notes.txt")} {
+	for _, p := range []string{fs.PathJoin(testDir, "README"), fs.PathJoin(testDir, "notes.txt"), fs.PathJoin(streamDir(fs, "o", "s"), "notes.txt")} {
 		if _, err := fs.Stat(p); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}

@@ -28,6 +28,10 @@ func (s *Store) recoverAll() error {
 			s.log.Warn("ignoring a file that names no stream", "dir", dir, "name", name)
 			continue
 		}
+		if fi, err := s.fs.Stat(s.fs.PathJoin(dir, name)); err != nil || !fi.IsDir() {
+			s.log.Warn("ignoring a file that is no directory", "dir", dir, "name", name, "error", err)
+			continue
+		}
 		st, err := s.recoverStream(name, buf)
 		if err != nil {
 			return err

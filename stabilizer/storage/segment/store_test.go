@@ -432,6 +432,30 @@ func TestNames(t *testing.T) {
 	}
 }
 
+// TestHashedDirectoryOfAnotherStream: a hashed directory whose segments
+// name a stream that does not hash to it is left alone, not loaded.
+func TestHashedDirectoryOfAnotherStream(t *testing.T) {
+	fs := vfs.NewMem()
+	long := strings.Repeat("\x01", 255)
+	s := openTest(t, fs)
+	mustAppend(t, s, "o", long, rec(long, 1, 10))
+	mustSync(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	from, to := streamDir(fs, "o", long), fs.PathJoin(testDir, hashedDirName("p", long))
+	if err := fs.Rename(from, to); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, fs)
+	if got := s.Streams(); len(got) != 0 {
+		t.Fatalf("streams: %+v", got)
+	}
+	if _, err := fs.Stat(fs.PathJoin(to, segName(1))); err != nil {
+		t.Fatalf("the directory was not left alone: %v", err)
+	}
+}
+
 // TestConfigValidate: every bad field is reported, with its value.
 func TestConfigValidate(t *testing.T) {
 	err := Config{SegmentBytes: 100, MaxOpenFiles: -1}.Validate()
