@@ -355,6 +355,7 @@ func (s *Store) commitAppend(st *stream, runs []*appendRun) {
 	}
 	last := runs[len(runs)-1]
 	st.head = last.recs[len(last.recs)-1].Seq
+	checkStreamLocked(st)
 	s.mu.Unlock()
 	s.metrics.appendedBytes.Add(float64(bytes))
 	s.metrics.appendedRecords.Add(float64(n))

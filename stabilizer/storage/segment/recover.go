@@ -85,6 +85,7 @@ func (s *Store) recoverStream(dirName string, buf []byte) (*stream, error) {
 	st.floor = segs[0].first - 1
 	st.head = segs[len(segs)-1].last()
 	st.durable = st.head
+	checkStreamLocked(st)
 	return st, nil
 }
 

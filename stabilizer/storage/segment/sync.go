@@ -140,6 +140,7 @@ func (s *Store) finishSync(p syncPlan) []Durable {
 			h.st.durable = h.head
 			out = append(out, Durable{Origin: h.st.id.origin, Stream: h.st.id.stream, Seq: h.head})
 		}
+		checkStreamLocked(h.st)
 	}
 	s.mu.Unlock()
 	if err := closeAll(files); err != nil {

@@ -94,11 +94,19 @@ func (s *Store) Reset(origin, stream string, head uint64) error {
 		return fmt.Errorf("segment: reset %s to %d: %w", id, head, err)
 	}
 	if err := s.dropSegments(st, victims); err != nil {
-		return fmt.Errorf("segment: reset %s to %d: %w", id, head, err)
+		// A segment left behind would precede the next Append's with a
+		// gap, which Open cuts: the store must not go on.
+		return fmt.Errorf("segment: reset %s to %d: %w", id, head, s.fail(err))
 	}
+	s.mu.Lock()
+	st.head, st.floor, st.durable = head, head, head
+	checkStreamLocked(st)
+	s.mu.Unlock()
 	return nil
 }
 
+// planReset checks a Reset, makes every record unreadable at once (the
+// floor goes to the current head) and returns the segments to delete.
 func (s *Store) planReset(st *stream, head uint64) ([]*segment, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -109,14 +117,14 @@ func (s *Store) planReset(st *stream, head uint64) ([]*segment, error) {
 		return nil, fmt.Errorf("head is %d: %w", st.head, ErrInvalid)
 	}
 	st.pinned = true
-	st.head, st.floor, st.durable = head, head, head
+	st.floor = st.head
 	return st.segs[:len(st.segs):len(st.segs)], nil
 }
 
 // dropSegments removes victims, the leading segments of the stream, oldest
 // first, so that a failure leaves a contiguous stream on disk, then syncs
 // the directory. The caller holds st.wmu and has already raised the floor
-// past them.
+// past them. A failed removal is returned; a failed sync fails the store.
 func (s *Store) dropSegments(st *stream, victims []*segment) error {
 	if len(victims) == 0 {
 		return nil
@@ -138,6 +146,7 @@ func (s *Store) dropSegments(st *stream, victims []*segment) error {
 		files = append(files, s.detachLocked(g)...)
 	}
 	st.segs = append([]*segment(nil), st.segs[removed:]...)
+	checkStreamLocked(st)
 	s.mu.Unlock()
 	s.metrics.deletedSegments.Add(float64(removed))
 	if err := closeAll(files); err != nil {
