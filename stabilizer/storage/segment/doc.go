@@ -83,9 +83,13 @@
 // failed write: the Append fails, nothing else does, and Appends succeed
 // again once there is space.
 //
-// Truncate and Reset delete segment files and fsync the directory before
-// returning: a crash must not bring back some deleted segments and not
-// others, which Open would take for a gap.
+// Truncate and Reset delete segment files oldest first and fsync the
+// directory before returning, so that what they deleted stays deleted: a
+// crash that brought back some deleted segments and not others would leave
+// a gap, which Open cuts. A Truncate that cannot delete a segment stops
+// there (the stream on disk stays contiguous) and returns the error; a
+// Reset that cannot fails the store, since the segment left behind would
+// precede the next Append's with a gap.
 //
 // At most the last two segments of a stream ever hold unsynced data: when
 // an Append creates a segment while the one two places before it has not
@@ -111,8 +115,14 @@
 // whose write completed, synced or not, and cuts only a record the process
 // was writing when it died. After a power loss, unsynced blocks may be
 // missing or zeroed anywhere in the last two segments: Open keeps the
-// longest run of records that check and deletes the rest. Either way every
-// record a Sync reported is kept.
+// records up to the first that does not check and deletes the rest. Either
+// way every record a Sync reported is kept, unless the disk itself
+// corrupted it.
+//
+// Built with the invariants tag (as `make test` does), every change of a
+// stream's state is checked against what the rest of the package relies
+// on: contiguous segments, all but the last sealed, the floor and heads in
+// order.
 //
 // # Concurrency
 //
