@@ -252,12 +252,12 @@ func (s *Store) writeRun(st *stream, r *appendRun) error {
 			return nil
 		}
 		n, err := f.WriteAt(b, pos)
+		if err != nil {
+			err = fmt.Errorf("write %s at %d: %w", r.seg.path, pos, err)
+		}
 		pos += int64(n)
 		r.written += int64(n)
-		if err != nil {
-			return fmt.Errorf("write %s at %d: %w", r.seg.path, pos, err)
-		}
-		return nil
+		return err
 	}
 	buf := st.buf[:0]
 	if r.fresh {
