@@ -1,0 +1,5 @@
+//go:build !invariants
+
+package segment
+
+const invariantsOn = false
