@@ -62,11 +62,24 @@ type Config struct {
 	// BulkStreams names the streams (of every origin) whose messages travel
 	// on a lane of their own: a window of MaxBulkInflightBytes, in Data
 	// messages marked Bulk (PlaneBulk), so that bulk transfers, file chunks,
-	// never queue other streams' messages behind them. Sites must agree.
+	// never queue other streams' messages behind them; and whose entries
+	// the driver persists apart, in a bulk store with fsyncs of its own
+	// (Ready.BulkEntries, BulkPersisted). Sites must agree.
 	BulkStreams []string
+	// BulkStripes routes bulk streams through the receivers (see Routes in
+	// the package documentation): a bulk stream named here, with stripe
+	// index i, goes from its origin to one peer only, the (i mod m)-th of
+	// its m peers in Schema order, which relays it to the others as it
+	// persists it. Give an origin's stripes of one transfer consecutive
+	// indexes, one per peer, and every link into a receiver carries part
+	// of it. Ignored with fewer than three sites or without relays
+	// (RelayDelay -1). Sites must agree.
+	BulkStripes map[string]int
 	// MaxBulkInflightBytes bounds the bulk lane's bytes sent to one
-	// destination and not yet acknowledged received. Default 16 MiB, about
-	// a round trip of 100 ms at 160 MB/s.
+	// destination and not yet acknowledged persisted (a site holds bulk
+	// entries in memory until its bulk store made them durable, see
+	// Ready.BulkEntries). Default 16 MiB, about a round trip of 100 ms at
+	// 160 MB/s.
 	MaxBulkInflightBytes int
 	// MaxMemoryBytes bounds the persisted entries of one stream kept in
 	// memory; older ones are read back through Storage. Default 8 MiB.

@@ -31,6 +31,9 @@ type Core struct {
 	// could (relayPending).
 	relayOrigins int
 	relayScan    bool
+	// hops are other origins' routed streams whose first hop this site
+	// is (route.go): it relays them while their origins are up too.
+	hops []*stream
 
 	preds     map[string]*pred
 	predNames []string // sorted
@@ -336,6 +339,11 @@ func (c *Core) restore(st State) error {
 		}
 	}
 	for _, s := range c.list {
+		// A bulk stream's received cell may stand above what its bulk
+		// store kept through a crash (see BulkPersisted).
+		if i := frontier.Received*c.n + c.self; s.lane == laneBulk && s.acks[i] > s.head {
+			s.acks[i], s.hlcs[i] = s.head, s.headHLC
+		}
 		// What is persisted was received and persisted, whatever the
 		// saved cells say: those may predate the last write.
 		c.setOwn(s, frontier.Received, s.head, s.headHLC)
@@ -467,8 +475,46 @@ func (c *Core) Append(name string, payload []byte) (uint64, HLC, error) {
 	}
 	e := Entry{Stream: id, Seq: s.head + 1, HLC: c.now(), Payload: payload}
 	s.push(e)
-	c.setOwn(s, frontier.Received, e.Seq, e.HLC)
+	if s.lane != laneBulk {
+		c.setOwn(s, frontier.Received, e.Seq, e.HLC)
+	}
 	return e.Seq, e.HLC, nil
+}
+
+// BulkPersisted tells the core that the driver made the entries of bulk
+// stream id up to seq durable in its bulk store (Ready.BulkEntries): the
+// site acks them received and persisted, and they may now be sent,
+// relayed and delivered. seq beyond what Readies handed out is an error;
+// at or below what was confirmed before, nothing changes.
+//
+// The origin acks its own bulk entries received only together with
+// persisted: a received cell ahead of its bulk store would, after a power
+// cut took what the store had not synced, claim seqs the origin then gives
+// to other messages. A receiver acks a bulk entry received on arrival, as
+// any other, so that a peer whose store was wiped learns from its row what
+// it holds; after a crash that cell may stand above what the receiver
+// kept (received is a level of memory), which is why relays and the bulk
+// window go by persisted cells.
+func (c *Core) BulkPersisted(id StreamID, seq uint64) error {
+	s, ok := c.streams[id]
+	if !ok {
+		return fmt.Errorf("core: bulk persisted %s: %w", id, ErrUnknownStream)
+	}
+	if s.lane != laneBulk {
+		return fmt.Errorf("core: bulk persisted %s: %w: not a bulk stream", id, ErrBadState)
+	}
+	if seq > s.written {
+		return fmt.Errorf("core: bulk persisted %s %d: %w: handed out up to %d", id, seq, ErrBadState, s.written)
+	}
+	if seq <= s.durable {
+		return nil
+	}
+	h, _ := s.memHLC(seq) // above durable, so in memory
+	s.durable = seq
+	c.setOwn(s, frontier.Received, seq, h)
+	c.setOwn(s, frontier.Persisted, seq, h)
+	c.relayScan = true
+	return nil
 }
 
 // Tick advances time by one tick; now is the physical time in nanoseconds
@@ -478,6 +524,7 @@ func (c *Core) Tick(now int64) {
 	c.tick++
 	c.phys = max(c.phys, now)
 	c.relayScan = true
+	c.checkRoutes()
 	for _, p := range c.peers {
 		// A refused channel waits for the driver to reconnect: the peer
 		// said why, and asking again every few ticks would not change it.

@@ -18,12 +18,14 @@
 //		c.Append(stream, payload)         // a local write
 //		c.Applied(id, seq); c.Report(id, level, seq) // from applications
 //		c.Connected(peer); c.Disconnected(peer)
+//		c.BulkPersisted(stream, seq)      // the bulk store synced Ready.BulkEntries
 //		c.SetPredicate(name, src)
 //		c.DefineTransient(name, p); c.ScopeTransient(name, stream)
 //		for c.HasReady() {
 //			rd := c.Ready()
 //			// 1. write rd.Entries, Acks, Predicates, Frontiers,
-//			//    StableTimes, Clock in one batch; fsync if rd.MustSync
+//			//    StableTimes, Clock in one batch; fsync if rd.MustSync;
+//			//    hand rd.BulkEntries to the bulk store
 //			// 2. send rd.Messages (per peer, on m.Plane())
 //			// 3. deliver rd.Deliver to applications
 //			// 4. publish rd.Frontiers and rd.StableTimes
@@ -62,6 +64,17 @@
 // MaxBulkInflightBytes; all others within MaxInflightBytes on PlaneData.
 // So a bulk transfer filling its window never holds back the other
 // streams. A receiver treats both alike: per stream, only the next seq.
+//
+// Bulk streams are also persisted apart: their entries go to the driver in
+// Ready.BulkEntries, for a store with fsyncs of its own, and count as
+// persisted only once the driver calls BulkPersisted, so that no fsync of
+// the log (a KV write's) waits behind megabytes of chunks. Until then a
+// bulk entry stays in memory and is neither sent, relayed, delivered nor
+// acked persisted; the origin acks its own bulk entries received with
+// persisted too. The bulk window is released by persisted acks, so it
+// also bounds what a receiver holds in memory for a slow disk, and relays
+// of bulk streams start past the peer's persisted cell: a receiver's
+// received cell may stand above what a crash left of its bulk store.
 //
 // Relay: when an origin has been disconnected from this site for RelayDelay
 // ticks (the core counts ticks; it reads no clock), this site sends the
@@ -105,6 +118,22 @@
 // two relays, are dropped. This holds only as long as O's own log keeps
 // what it persisted; a site whose storage lost data or was wiped breaks it
 // with or without relays (see stepPositions).
+//
+// Routes: a bulk stream with a stripe (Config.BulkStripes) goes from its
+// origin to one peer only, its first hop (the (i mod m)-th of the origin's
+// m peers for stripe i), which relays it to every other peer as it
+// persists it, exactly as a relay does for a down origin, while the origin
+// is up; an application that spreads a transfer over stripes with
+// consecutive indexes so fills every link into each receiver, from the
+// origin and from the other receivers, and each entry reaches each site
+// once. The origin watches each other peer's persisted cell of the
+// stream: if it does not rise for RelayDelay ticks while the peer lacks
+// entries (the first hop is down, cut off from the peer, or slow), the
+// origin sends the stream to that peer itself from its cell on, until the
+// peer lacks nothing; then it is routed again. Once the origin is down,
+// relays as above take over. Nothing changes at receivers, which take an
+// entry from any peer as from its origin, so a seq names one message for
+// the reasons given for relays.
 //
 // Control plane: each site sends its own row of the ack table (every stream,
 // every level) to every other site: the cells changed since the last message,
@@ -176,6 +205,11 @@
 //   - Write each Ready's writes as one atomic batch and, if MustSync, fsync
 //     it before sending, delivering or publishing anything of that Ready.
 //     Implement Storage over the same log, reading synchronously.
+//   - Append each Ready's BulkEntries to the bulk store, in order, and once
+//     they are durable there call BulkPersisted; Storage reads them back
+//     from there. On restart, the bulk store's durable heads are the bulk
+//     streams' Heads: it may have kept less than it was given (a power
+//     cut), never less than BulkPersisted was told.
 //   - Send MsgAcks on the control connection to m.To and every other type on
 //     the data connection to or from m.To; a Positions or Reject answers
 //     the origin and may go back on the connection its Hello came on.

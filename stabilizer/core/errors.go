@@ -35,8 +35,13 @@ var (
 	ErrBadStreamName = errors.New("core: bad stream name")
 	// ErrStorage: reading the log through Config.Storage failed.
 	ErrStorage = errors.New("core: storage")
-	// ErrBadState: the State given to New is inconsistent.
+	// ErrBadState: the State given to New is inconsistent, or an input
+	// contradicts what the core handed out (BulkPersisted).
 	ErrBadState = errors.New("core: bad state")
+	// ErrNotDurable: a snapshot's position falls among a bulk stream's
+	// entries this site holds but has not made durable yet; install it
+	// once BulkPersisted covers it.
+	ErrNotDurable = errors.New("core: entries not durable yet")
 	// ErrLostEntries: peers hold entries of one of this site's own
 	// streams beyond its log, which it lost (a wiped store); appending
 	// would give their seqs to other messages.

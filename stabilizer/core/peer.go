@@ -101,14 +101,21 @@ func (p *peer) windowOpen() bool {
 	return false
 }
 
-// releaseInflight forgets what the peer acknowledged received.
+// releaseInflight forgets what the peer acknowledged received, on the bulk
+// lane what it acknowledged persisted: a site persists bulk entries on its
+// bulk store's own schedule and holds them in memory until then, so the
+// window also bounds what a slow disk leaves in a receiver's memory.
 func (p *peer) releaseInflight(n int, tick uint64) {
 	for l := range p.lanes {
 		ln := &p.lanes[l]
+		level := frontier.Received
+		if l == laneBulk {
+			level = frontier.Persisted
+		}
 		k := 0
 		for k < len(ln.inflight) {
 			f := ln.inflight[k]
-			if f.s.acks[frontier.Received*n+p.idx] < f.seq {
+			if f.s.acks[level*n+p.idx] < f.seq {
 				break
 			}
 			ln.inflightBytes -= f.bytes

@@ -14,7 +14,8 @@ import (
 //     one atomic batch; if MustSync, make it durable (fsync). Nothing below
 //     may happen before (but for settled advances, in 4): the rest of the
 //     Ready already counts this Ready's entries persisted, and every other
-//     field may expose them.
+//     field may expose them. Hand BulkEntries to the bulk store, which makes
+//     them durable on its own schedule (see BulkEntries).
 //  2. Send Messages, each to its To on its Plane(), in order per (To, Plane).
 //  3. Hand Deliver to the applications, in order per stream.
 //  4. Publish Frontiers and StableTimes to waiters and watchers. The
@@ -24,6 +25,14 @@ type Ready struct {
 	// Entries to append to the local log: this site's new entries and
 	// those received from origins, in seq order per stream.
 	Entries []Entry
+	// BulkEntries are the new entries of bulk streams (Config.BulkStreams),
+	// in seq order per stream: append them to the bulk store, where they
+	// become durable on its own schedule, apart from the batch of step 1,
+	// so that an fsync of the log never waits behind bulk bytes. Unlike
+	// Entries they are not counted persisted: once they are durable, call
+	// BulkPersisted; nothing of them leaves the site, is delivered or is
+	// acknowledged persisted before. They stay in memory until then.
+	BulkEntries []Entry
 	// Acks are cells of this site's own row that changed: store each,
 	// overwriting the previous value of (stream, level). State.Acks.
 	Acks []AckCell
@@ -75,7 +84,7 @@ type Ready struct {
 // Empty reports whether the Ready holds nothing to do: the driver may then
 // call Advance at once.
 func (rd *Ready) Empty() bool {
-	return !rd.MustSync && len(rd.Messages) == 0 && len(rd.Deliver) == 0 && len(rd.Errors) == 0 &&
+	return !rd.MustSync && len(rd.BulkEntries) == 0 && len(rd.Messages) == 0 && len(rd.Deliver) == 0 && len(rd.Errors) == 0 &&
 		len(rd.Truncations) == 0 && len(rd.Behind) == 0 && rd.Recovery == nil &&
 		len(rd.Frontiers) == 0 && len(rd.StableTimes) == 0 && len(rd.Scoped) == 0
 }
@@ -110,7 +119,7 @@ func (c *Core) HasReady() bool {
 		if p.established {
 			for _, s := range c.own {
 				nx := s.next[p.idx]
-				if !p.lanes[s.lane].windowFull && nx != 0 && nx <= s.durable && (nx > s.floor || s.told == nil || s.told[p.idx] != p.session) {
+				if !p.lanes[s.lane].windowFull && nx != 0 && nx <= s.durable && !c.routedAway(s, p) && (nx > s.floor || s.told == nil || s.told[p.idx] != p.session) {
 					return true
 				}
 			}
@@ -158,10 +167,16 @@ func (c *Core) Ready() Ready {
 	// 1. What to persist. The driver makes it durable before anything of
 	// this Ready leaves the site, so the rest of the Ready may already count
 	// it persisted: ack it, send it, deliver it. That saves a loop round
-	// on the path to every frontier.
+	// on the path to every frontier. Bulk entries are persisted apart and
+	// count only once the driver says so (BulkPersisted).
 	for _, s := range c.list {
 		if s.head > s.written {
 			first := s.memFirst()
+			if s.lane == laneBulk {
+				rd.BulkEntries = append(rd.BulkEntries, s.mem[s.written+1-first:]...)
+				s.written = s.head
+				continue
+			}
 			rd.Entries = append(rd.Entries, s.mem[s.written+1-first:]...)
 			s.written, s.durable = s.head, s.head
 			c.setOwn(s, frontier.Persisted, s.head, s.headHLC)
@@ -351,7 +366,7 @@ func (c *Core) laneMessages(rd *Ready, p *peer, l int) {
 		bytes := 0
 		for k := range c.own {
 			s := c.own[(ln.rr+k)%len(c.own)]
-			if s.lane != l {
+			if s.lane != l || c.routedAway(s, p) {
 				continue
 			}
 			nx := s.next[p.idx]

@@ -61,10 +61,16 @@ func (c *Core) originBack(o *peer) {
 }
 
 // relayFrom returns the next seq of s to relay to p: past what p
-// acknowledged received, as far as this site knows, and past what was
-// sent to p in its current epoch.
+// acknowledged received (of a bulk stream, persisted: a receiver's
+// received cell may stand above what a crash left it, see BulkPersisted),
+// as far as this site knows, and past what was sent to p in its current
+// epoch.
 func (c *Core) relayFrom(s *stream, p *peer) uint64 {
-	next := s.acks[frontier.Received*c.n+p.idx] + 1
+	level := frontier.Received
+	if s.lane == laneBulk {
+		level = frontier.Persisted
+	}
+	next := s.acks[level*c.n+p.idx] + 1
 	if s.relay != nil {
 		if rc := s.relay[p.idx]; rc.epoch == p.relayEpoch {
 			next = max(next, rc.next)
@@ -112,7 +118,7 @@ func (c *Core) relayDue(s *stream, p *peer, from uint64, start bool) bool {
 
 // canRelay reports whether p may be sent relayed entries now.
 func (c *Core) canRelay(p *peer) bool {
-	return c.relayOrigins > 0 && p.established && p.heard && p.windowOpen()
+	return (c.relayOrigins > 0 || len(c.hops) > 0) && p.established && p.heard && p.windowOpen()
 }
 
 // relayPending reports whether relayMessages would send p anything. Once a
@@ -131,6 +137,11 @@ func (c *Core) relayPending(p *peer) bool {
 			if c.relayDue(s, p, c.relayFrom(s, p), false) {
 				return true
 			}
+		}
+	}
+	for _, s := range c.hops {
+		if !p.lanes[s.lane].windowFull && c.hopRelayDue(s, p, c.relayFrom(s, p)) {
+			return true
 		}
 	}
 	return false
@@ -166,19 +177,32 @@ func (c *Core) relayMessages(rd *Ready, p *peer) {
 			if p.lanes[s.lane].windowFull || !c.relayDue(s, p, nx, true) {
 				continue
 			}
-			nx = c.fill(rd, p, &b[s.lane], s, nx)
-			if s.relay == nil {
-				s.relay = make([]relayCursor, c.n)
-			}
-			s.relay[p.idx] = relayCursor{next: nx, epoch: p.relayEpoch}
+			c.relayTo(rd, p, &b[s.lane], s, nx)
 		}
 		if !lacks {
 			p.relay[o.idx].takeover = false
 		}
 	}
+	for _, s := range c.hops {
+		nx := c.relayFrom(s, p)
+		if p.lanes[s.lane].windowFull || !c.hopRelayDue(s, p, nx) {
+			continue
+		}
+		c.relayTo(rd, p, &b[s.lane], s, nx)
+	}
 	for l := range b {
 		b[l].flush(rd, p)
 	}
+}
+
+// relayTo relays s to p from nx on, as far as p's window goes, and
+// records where it stopped.
+func (c *Core) relayTo(rd *Ready, p *peer, b *batch, s *stream, nx uint64) {
+	nx = c.fill(rd, p, b, s, nx)
+	if s.relay == nil {
+		s.relay = make([]relayCursor, c.n)
+	}
+	s.relay[p.idx] = relayCursor{next: nx, epoch: p.relayEpoch}
 }
 
 // tellRelayTruncated tells p, once per relay epoch, that this site dropped

@@ -58,6 +58,7 @@ func TestSim(t *testing.T) {
 		"transient.define", "transient.scope", "transient.remove", "transient.scoped", "transient.frontier", "transient.stabletime",
 		"relayed", "relayed.down",
 		"truncated", "truncate.beyond", "wipe", "behind", "snapshot", "abandoned",
+		"bulk.synced", "bulk.lost", "routed", "routed.direct",
 	} {
 		if total[k] == 0 {
 			t.Errorf("no seed exercised %q: %v", k, total)
@@ -96,7 +97,11 @@ type simStore struct {
 	pendStable map[string]core.StableTime
 	// floor: per stream, the highest seq truncated: log entries at or
 	// below it are gone (the slice keeps them only for its length).
-	floor       map[core.StreamID]uint64
+	floor map[core.StreamID]uint64
+	// bulk holds entries of bulk streams the driver wrote to its bulk
+	// store and has not synced (Ready.BulkEntries): a crash keeps a
+	// prefix of them, as the page cache of a killed process does, or none.
+	bulk        map[core.StreamID][]core.Entry
 	recovery    core.Recovery
 	incarnation uint64
 }
@@ -118,7 +123,7 @@ func newStore() *simStore {
 		preds: map[string]core.PredicateDef{}, fronts: map[fkey]core.FrontierState{},
 		stable: map[string]core.StableTime{}, app: map[core.StreamID]uint64{},
 		pendFronts: map[fkey]core.FrontierState{}, pendStable: map[string]core.StableTime{},
-		floor: map[core.StreamID]uint64{},
+		floor: map[core.StreamID]uint64{}, bulk: map[core.StreamID][]core.Entry{},
 	}
 }
 
@@ -350,23 +355,30 @@ func newSim(t testing.TB, seed uint64) *sim {
 	}
 	pick := func(opts ...int) int { return opts[rng.IntN(len(opts))] }
 	s.cfg = core.Config{
-		Schema:            schema,
-		Predicates:        map[string]string{"p1": simSources[rng.IntN(len(simSources))], "p2": simSources[rng.IntN(len(simSources))]},
-		MaxBatchBytes:     pick(100, 300, 4096),
-		MaxInflightBytes:  pick(200, 1000, 1<<20),
-		MaxMemoryBytes:    pick(0, 150, 1000),
-		MaxUnapplied:      pick(3, 10, 1000),
-		AckInterval:       pick(1, 2, 3),
-		HeartbeatInterval: pick(3, 10),
-		ClockReserve:      int64(pick(1, 5e6, 100e6)),
-		FullAckInterval:   pick(20, 50),
-		ResendTicks:       pick(15, 40),
-		RelayDelay:        pick(3, 10, 30),
-		LazyFrontiers:     rng.IntN(2) == 0,
-		JoinPeers:         true,
-		// ckpt on a lane of its own (PlaneBulk) in half the runs.
-		BulkStreams:          [][]string{nil, {"ckpt"}}[rng.IntN(2)],
+		Schema:               schema,
+		Predicates:           map[string]string{"p1": simSources[rng.IntN(len(simSources))], "p2": simSources[rng.IntN(len(simSources))]},
+		MaxBatchBytes:        pick(100, 300, 4096),
+		MaxInflightBytes:     pick(200, 1000, 1<<20),
+		MaxMemoryBytes:       pick(0, 150, 1000),
+		MaxUnapplied:         pick(3, 10, 1000),
+		AckInterval:          pick(1, 2, 3),
+		HeartbeatInterval:    pick(3, 10),
+		ClockReserve:         int64(pick(1, 5e6, 100e6)),
+		FullAckInterval:      pick(20, 50),
+		ResendTicks:          pick(15, 40),
+		RelayDelay:           pick(3, 10, 30),
+		LazyFrontiers:        rng.IntN(2) == 0,
+		JoinPeers:            true,
 		MaxBulkInflightBytes: pick(200, 1000, 1<<20),
+	}
+	// ckpt on a lane of its own (PlaneBulk) in two runs of three, and in
+	// one of those routed through the receivers with jobs (BulkStripes).
+	switch rng.IntN(3) {
+	case 1:
+		s.cfg.BulkStreams = []string{"ckpt"}
+	case 2:
+		s.cfg.BulkStreams = []string{"ckpt", "jobs"}
+		s.cfg.BulkStripes = map[string]int{"ckpt": 0, "jobs": 1}
 	}
 	for i, name := range names {
 		site := &simSite{name: name, idx: i, store: newStore(), skew: int64(rng.IntN(20)-10) * 1e6}
@@ -429,6 +441,11 @@ func (s *sim) start(site *simSite) {
 			if site.claimed[k] > 0 {
 				s.failf("restart %s: stream %s with persisted acks is unknown: %v", site.name, k.stream, err)
 			}
+			continue
+		}
+		if k.level == frontier.Received && k.stream.Origin != site.name && slices.Contains(s.cfg.BulkStreams, k.stream.Name) {
+			// Received is a level of memory: a remote bulk stream's may
+			// stand above what the bulk store kept through the crash.
 			continue
 		}
 		if i := k.level*len(s.schema.Sites) + site.idx; acks[i] < site.claimed[k] {
@@ -511,6 +528,7 @@ func (s *sim) crash(site *simSite) {
 	site.up = false
 	site.core = nil
 	site.crashInReady = 0
+	s.keepBulk(site)
 	site.transient, site.scopes = nil, nil // a restarted core holds none
 	site.store.pendFronts, site.store.pendStable = map[fkey]core.FrontierState{}, map[string]core.StableTime{}
 	if s.cfg.LazyFrontiers {
@@ -620,25 +638,25 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 	}
 	// 1. persist
 	for _, e := range rd.Entries {
-		l := st.log[e.Stream]
-		if e.Seq != uint64(len(l))+1 {
-			s.failf("%s: persist %s seq %d after %d: gap or overwrite", site.name, e.Stream, e.Seq, len(l))
+		if slices.Contains(s.cfg.BulkStreams, e.Stream.Name) {
+			s.failf("%s: bulk entry %s seq %d in Ready.Entries", site.name, e.Stream, e.Seq)
 			return
 		}
-		st.log[e.Stream] = append(l, e)
-		if e.Stream.Origin == site.name {
-			tl := s.truth[e.Stream]
-			if e.Seq != uint64(len(tl))+1 {
-				s.failf("%s: origin persisted %s seq %d but truth has %d", site.name, e.Stream, e.Seq, len(tl))
-				return
-			}
-			if len(tl) > 0 && !tl[len(tl)-1].HLC.Less(e.HLC) {
-				s.failf("%s: %s seq %d HLC %s not above seq %d's %s", site.name, e.Stream, e.Seq, e.HLC, len(tl), tl[len(tl)-1].HLC)
-			}
-			s.truth[e.Stream] = append(tl, e)
-		} else {
-			s.sameAsTruth(site, "persisted", e)
+		if !s.persist(site, e) {
+			return
 		}
+	}
+	for _, e := range rd.BulkEntries {
+		if !slices.Contains(s.cfg.BulkStreams, e.Stream.Name) {
+			s.failf("%s: entry %s seq %d of a stream that is not bulk in Ready.BulkEntries", site.name, e.Stream, e.Seq)
+			return
+		}
+		b := st.bulk[e.Stream]
+		if held := uint64(len(st.log[e.Stream]) + len(b)); e.Seq != held+1 {
+			s.failf("%s: bulk write %s seq %d after %d: gap or overwrite", site.name, e.Stream, e.Seq, held)
+			return
+		}
+		st.bulk[e.Stream] = append(b, e)
 	}
 	s.truncations(site, rd)
 	for _, a := range rd.Acks {
@@ -658,8 +676,12 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 		}
 		k := akey{a.Stream, a.Level}
 		site.claimed[k] = max(site.claimed[k], a.Seq)
-		// The claim must be true now that it is durable.
+		// The claim must be true now that it is durable: but a received
+		// cell of a bulk stream counts what its bulk store has not synced.
 		held := uint64(len(st.log[a.Stream]))
+		if a.Level == frontier.Received {
+			held += uint64(len(st.bulk[a.Stream]))
+		}
 		switch {
 		case a.Level <= frontier.Persisted && a.Seq > held:
 			s.failf("%s: acks %s level %d = %d but persisted only %d", site.name, a.Stream, a.Level, a.Seq, held)
@@ -709,6 +731,7 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 						s.counts["relayed.down"]++
 					}
 				}
+				s.countRoute(e.Stream, m)
 			}
 		case core.MsgAcks:
 			for _, a := range m.Cells {
@@ -787,8 +810,8 @@ func (s *sim) handle(site *simSite, rd core.Ready) {
 	}
 }
 
-// checkFlight releases what destinations acknowledged received, in send
-// order per lane as the core does, and checks the rest against the lane's
+// checkFlight releases what destinations acknowledged received (on the
+// bulk lane, persisted), in send order per lane as the core does, and checks the rest against the lane's
 // window (MaxInflightBytes, or MaxBulkInflightBytes for BulkStreams): more
 // is allowed only for a single entry larger than the window.
 func (s *sim) checkFlight(site *simSite) {
@@ -803,9 +826,13 @@ func (s *sim) checkFlight(site *simSite) {
 					fl = append(fl, f)
 				}
 			}
+			level := frontier.Received
+			if bulk {
+				level = frontier.Persisted // the bulk window goes by persisted acks
+			}
 			for len(fl) > 0 {
 				acks, err := site.core.Acks(fl[0].stream)
-				if err != nil || acks[frontier.Received*n+to] < fl[0].seq {
+				if err != nil || acks[level*n+to] < fl[0].seq {
 					break
 				}
 				fl = fl[1:]
@@ -826,6 +853,102 @@ func (s *sim) checkFlight(site *simSite) {
 		}
 		s.flight[fk] = kept
 	}
+}
+
+// countRoute counts the data of routed streams (BulkStripes) that a first
+// hop relays while its origin is up, and what an origin sends directly to
+// a peer that is not the first hop (the fallback).
+func (s *sim) countRoute(id core.StreamID, m core.Message) {
+	stripe, ok := s.cfg.BulkStripes[id.Name]
+	if !ok || len(s.sites) < 3 {
+		return
+	}
+	o, _ := s.schema.SiteIndex(id.Origin)
+	var peers []string
+	for _, site := range s.sites {
+		if site.idx != o {
+			peers = append(peers, site.name)
+		}
+	}
+	hop := peers[stripe%len(peers)]
+	switch {
+	case id.Origin != m.From && m.From == hop && s.sites[o].up:
+		s.counts["routed"]++
+	case id.Origin == m.From && m.To != hop:
+		s.counts["routed.direct"]++
+	}
+}
+
+// persist appends e to the site's durable log, checking it against the
+// ground truth; false if the simulation failed.
+func (s *sim) persist(site *simSite, e core.Entry) bool {
+	st := site.store
+	l := st.log[e.Stream]
+	if e.Seq != uint64(len(l))+1 {
+		s.failf("%s: persist %s seq %d after %d: gap or overwrite", site.name, e.Stream, e.Seq, len(l))
+		return false
+	}
+	st.log[e.Stream] = append(l, e)
+	if e.Stream.Origin != site.name {
+		s.sameAsTruth(site, "persisted", e)
+		return !s.failed
+	}
+	tl := s.truth[e.Stream]
+	if e.Seq != uint64(len(tl))+1 {
+		s.failf("%s: origin persisted %s seq %d but truth has %d", site.name, e.Stream, e.Seq, len(tl))
+		return false
+	}
+	if len(tl) > 0 && !tl[len(tl)-1].HLC.Less(e.HLC) {
+		s.failf("%s: %s seq %d HLC %s not above seq %d's %s", site.name, e.Stream, e.Seq, e.HLC, len(tl), tl[len(tl)-1].HLC)
+	}
+	s.truth[e.Stream] = append(tl, e)
+	return true
+}
+
+// syncBulk makes a site's unsynced bulk writes durable, as a bulk store's
+// group fsync does: all of them, or a random prefix of each stream's; it
+// tells the core, which may then send, deliver and ack them.
+func (s *sim) syncBulk(site *simSite, all bool) {
+	st := site.store
+	for _, id := range sortedKeys(st.bulk, cmpIDs) {
+		b := st.bulk[id]
+		k := len(b)
+		if !all && k > 0 {
+			k = s.rng.IntN(k + 1)
+		}
+		if k == 0 {
+			continue
+		}
+		for _, e := range b[:k] {
+			if !s.persist(site, e) {
+				return
+			}
+		}
+		st.bulk[id] = b[k:]
+		s.counts["bulk.synced"]++
+		s.check(site.core.BulkPersisted(id, b[k-1].Seq), "bulk persisted")
+	}
+}
+
+// keepBulk is what a crash leaves of the unsynced bulk writes: a prefix
+// of each stream's, as the page cache of a killed process keeps them
+// (the store fsyncs them when it opens again), possibly none, as a power
+// cut leaves them.
+func (s *sim) keepBulk(site *simSite) {
+	st := site.store
+	for _, id := range sortedKeys(st.bulk, cmpIDs) {
+		b := st.bulk[id]
+		k := s.rng.IntN(len(b) + 1)
+		for _, e := range b[:k] {
+			if !s.persist(site, e) {
+				return
+			}
+		}
+		if k < len(b) {
+			s.counts["bulk.lost"]++
+		}
+	}
+	st.bulk = map[core.StreamID][]core.Entry{}
 }
 
 func (s *sim) sameAsTruth(site *simSite, what string, e core.Entry) {
@@ -889,7 +1012,7 @@ func (s *sim) checkAll() {
 			cl := s.claims[id]
 			last := site.view[id]
 			for i, v := range acks {
-				if i%n != site.idx && (cl == nil || v > cl[i]) {
+				if i%n != site.idx && ((cl == nil && v > 0) || (cl != nil && v > cl[i])) {
 					s.failf("%s: table %s cell level %d site %d = %d exceeds that site's claims", site.name, id, i/n, i%n, v)
 				}
 				if last != nil && v < last[i] && !s.sites[i%n].everWiped {
@@ -1272,6 +1395,9 @@ func (s *sim) step() {
 	}
 	for _, site := range s.sites {
 		if site.up {
+			if s.rng.IntN(3) == 0 {
+				s.syncBulk(site, false)
+			}
 			s.process(site)
 		}
 	}
@@ -1312,6 +1438,9 @@ func (s *sim) heal() {
 			}
 		}
 		for _, site := range s.sites {
+			if site.up {
+				s.syncBulk(site, true)
+			}
 			s.apply(site, true)
 			s.process(site)
 		}
@@ -1369,6 +1498,7 @@ func (s *sim) healWithout(down *simSite) {
 		}
 		for _, site := range s.sites {
 			if site.up {
+				s.syncBulk(site, true)
 				s.apply(site, true)
 				s.process(site)
 			}

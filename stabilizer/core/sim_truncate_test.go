@@ -123,9 +123,11 @@ func (s *sim) wipe() {
 	for id, tl := range s.truth {
 		kept := 0
 		for _, o := range s.sites {
-			kept = max(kept, len(o.store.log[id]))
+			// Bulk entries written and not synced are held too: they
+			// become durable unless a crash takes them first.
+			kept = max(kept, len(o.store.log[id])+len(o.store.bulk[id]))
 		}
-		s.truth[id] = tl[:kept]
+		s.truth[id] = tl[:min(kept, len(tl))]
 	}
 }
 
@@ -189,6 +191,10 @@ func (s *sim) install(site, src *simSite, pos []core.Position) {
 		if l := st.log[q.Stream]; uint64(len(l)) < q.Seq {
 			st.log[q.Stream] = append(l, s.truth[q.Stream][len(l):q.Seq]...)
 			st.floor[q.Stream] = q.Seq
+			// The stream skips past its unsynced bulk writes: the core
+			// takes a snapshot among them only once they are durable
+			// (ErrNotDurable), so all of them lie below it.
+			delete(st.bulk, q.Stream)
 		}
 		delete(site.queue, q.Stream)
 		site.expect[q.Stream] = q.Seq + 1

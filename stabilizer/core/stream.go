@@ -13,6 +13,11 @@ type stream struct {
 	origin int
 	own    bool
 	lane   int // laneBulk for Config.BulkStreams, else laneData
+	// hop is the site index of the stream's first hop when it is routed
+	// (Config.BulkStripes, route.go), else -1; route is, for an own
+	// routed stream, each peer's progress.
+	hop   int
+	route []routeState
 
 	// mem holds entries mem[0].Seq..head contiguously. Every entry above
 	// durable is in mem; persisted ones are trimmed (see trim) and read back
@@ -22,8 +27,8 @@ type stream struct {
 
 	head    uint64 // highest seq held: appended (own) or received in order
 	headHLC HLC
-	written uint64 // highest seq handed to the driver in Ready.Entries
-	durable uint64 // highest seq the driver confirmed persisted (Advance)
+	written uint64 // highest seq handed to the driver in Ready.Entries or BulkEntries
+	durable uint64 // highest seq the driver confirmed persisted (Advance, BulkPersisted)
 	// floor is the highest seq dropped from the log (Truncate,
 	// InstallSnapshot); floorHLC its time. behind is an origin's floor
 	// above head: entries only a snapshot can replace.
@@ -117,6 +122,16 @@ func (c *Core) newStream(id StreamID, origin int) *stream {
 	}
 	if slices.Contains(c.cfg.BulkStreams, id.Name) {
 		s.lane = laneBulk
+	}
+	s.hop = c.firstHop(id.Name, origin, s.lane)
+	switch {
+	case s.hop >= 0 && s.own:
+		s.route = make([]routeState, c.n)
+		for i := range s.route {
+			s.route[i].fed = c.tick
+		}
+	case s.hop == c.self:
+		c.hops = append(c.hops, s)
 	}
 	s.scope = c.scopeList(id.Name)
 	s.scope.streams = append(s.scope.streams, s)

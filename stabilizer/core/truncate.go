@@ -473,9 +473,15 @@ func (c *Core) CheckSnapshot(positions []Position) error {
 		if _, ok := c.cfg.Schema.SiteIndex(q.Stream.Origin); !ok {
 			return fmt.Errorf("core: install snapshot: stream %s: %w", q.Stream, ErrUnknownPeer)
 		}
-		if s := c.streams[q.Stream]; s != nil && q.Seq <= s.head && q.Seq < s.floor {
+		s := c.streams[q.Stream]
+		if s != nil && q.Seq <= s.head && q.Seq < s.floor {
 			return fmt.Errorf("core: install snapshot: %w: %s at %d, but this site dropped its entries up to %d",
 				ErrSnapshotTooOld, s.id, q.Seq, s.floor)
+		}
+		if s != nil && q.Seq <= s.head && q.Seq > s.durable {
+			// Delivered would pass durable: wait for the bulk store.
+			return fmt.Errorf("core: install snapshot: %w: %s at %d, but its bulk entries are durable here only up to %d",
+				ErrNotDurable, s.id, q.Seq, s.durable)
 		}
 	}
 	return nil
