@@ -436,6 +436,16 @@ func (n *Node) ReadEntry(ctx context.Context, id StreamID, seq uint64) (Entry, e
 	if err := ctx.Err(); err != nil {
 		return Entry{}, err
 	}
+	if n.isBulk(id.Name) {
+		ents, err := n.readBulk(id, seq, seq, 0)
+		if err != nil {
+			return Entry{}, fmt.Errorf("stabilizer: read %v seq %d: %w", id, seq, err)
+		}
+		if len(ents) == 0 {
+			return Entry{}, fmt.Errorf("stabilizer: read %v seq %d: %w", id, seq, ErrNotFound)
+		}
+		return ents[0], nil
+	}
 	msgs, err := n.store.ReadRange(id.Origin, id.Name, seq, 1, 0)
 	if err != nil {
 		return Entry{}, fmt.Errorf("stabilizer: read %v seq %d: %w", id, seq, err)

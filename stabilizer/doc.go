@@ -52,6 +52,20 @@
 // before they had it; they take it as from the origin, each seq once, and
 // the origin, back, resumes from what they state they hold.
 //
+// Bulk streams (HandleBulk: file chunks) keep their payloads out of
+// pebble, in a segment store under Dir/bulk (package storage/segment):
+// each byte written once at each site, checksummed, fsynced in groups by
+// a goroutine of its own, read back from its segment to serve peers and
+// clients, dropped by whole segments. The core hands their entries out
+// apart (core.Ready.BulkEntries) and counts them persisted only once that
+// goroutine synced them (core.BulkPersisted), so a KV write's fsync never
+// waits behind megabytes of chunks, and pebble, holding metadata and the
+// other streams only, is sized small (4 MiB memtables). A store written
+// by an earlier release, whose bulk entries are in pebble, has them moved
+// at Start. Config.FS is the one filesystem seam both stores run on, so
+// tests can drop unsynced writes (a power cut), fail writes and fsyncs,
+// and corrupt files.
+//
 // A site keeps a reserve of free disk space (Config.MinFreeBytes: 256 MiB
 // by default, at most 5% of the filesystem), because pebble cannot survive
 // a failed WAL write and the site must never let it reach ENOSPC. Below the
@@ -104,6 +118,14 @@
 //   - the writer, which applies each Ready's writes to pebble in one batch,
 //     in the order the core hands them out, without waiting for the fsync
 //     (storage.WriteAsync), and tells the loop, which then calls Advance.
+//     It queues the Ready's bulk entries for the bulk writer, waiting
+//     while more than 64 MiB are queued (the disk pushes back);
+//   - the bulk writer (runBulk), which appends queued bulk entries to the
+//     segment store, syncs everything appended since its last sync at
+//     once (group commit: the next group queues during the fsync) and
+//     tells the loop what became durable (core.BulkPersisted). It does a
+//     Ready's truncations of bulk streams once that Ready's pebble writes,
+//     which record their floors, are durable.
 //     The loop builds and the writer applies the next Ready while this
 //     one's fsync runs, and one fsync covers all that was applied before it;
 //   - the completer, which releases each Ready once its writes are durable,

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -78,9 +79,17 @@ type Config struct {
 	Schema *frontier.Schema
 	// Predicates are configured named predicates (name -> source).
 	Predicates map[string]string
-	// Dir holds the site's pebble database. Required. Snapshots served to
-	// peers (state transfer) are kept beside it, in Dir + ".snapshots".
+	// Dir holds the site's pebble database and, in Dir/bulk, the segment
+	// store of its bulk streams. Required. Snapshots served to peers
+	// (state transfer) are kept beside it, in Dir + ".snapshots".
 	Dir string
+	// FS is the filesystem under Dir: every file access of the site's
+	// storage, pebble's and the bulk store's, goes through it, so that
+	// tests can drop unsynced writes, fail writes and fsyncs, or corrupt
+	// files (github.com/cockroachdb/pebble/v2/vfs, vfs/errorfs). Default:
+	// the operating system's. A site on another FS should set
+	// MinFreeBytes to -1: the disk guard reads the operating system's.
+	FS vfs.FS
 	// StateTransferRate bounds, in bytes per second, the snapshot data
 	// this site sends to one peer (state transfer); 0: only the window
 	// (DefaultTransferWindow) and the bulk connection's share of the link
@@ -185,9 +194,13 @@ type Node struct {
 	cfg   Config
 	log   hclog.Logger
 	store *storage.Store
-	core  *core.Core
-	m     *metrics
-	disk  *diskGuard
+	// bulk persists the bulk streams' entries apart from store (bulk.go);
+	// bulkNames are their names, fixed at Start.
+	bulk      bulkWriter
+	bulkNames []string
+	core      *core.Core
+	m         *metrics
+	disk      *diskGuard
 
 	inputs chan func()
 	ctrl   chan func() // control-plane input, taken before data
@@ -294,9 +307,13 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := storage.Open(storage.Config{Dir: cfg.Dir, Logger: cfg.Logger.Named("storage"), Registerer: cfg.Registerer})
+	st, err := storage.Open(storage.Config{Dir: cfg.Dir, FS: cfg.FS, Logger: cfg.Logger.Named("storage"), Registerer: cfg.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("stabilizer: %w", err)
+	}
+	seg, err := openBulk(&cfg)
+	if err != nil {
+		return nil, errors.Join(err, st.Close())
 	}
 	n := &Node{
 		cfg:    cfg,
@@ -317,6 +334,9 @@ func New(cfg Config) (*Node, error) {
 		done:      make(chan struct{}),
 		closed:    make(chan struct{}),
 	}
+	n.bulk.seg = seg
+	n.bulk.wake = make(chan struct{}, 1)
+	n.bulk.room = make(chan struct{}, 1)
 	n.disk = newDiskGuard(&cfg, m)
 	n.disk.check()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -346,17 +366,19 @@ func (n *Node) Start() error {
 		return fmt.Errorf("stabilizer: start: %w", ErrStopped)
 	}
 	n.mu.started = true
+	n.bulkNames = append(slices.Clone(n.cfg.Core.BulkStreams), n.mu.bulk...)
 	n.mu.Unlock()
+	if err := n.migrateBulk(n.ctx); err != nil {
+		return err
+	}
 	state, err := n.restoreState()
 	if err != nil {
 		return err
 	}
 	ccfg := n.cfg.Core
 	ccfg.Site, ccfg.Schema, ccfg.Predicates = n.cfg.Site, n.cfg.Schema, n.cfg.Predicates
-	ccfg.Storage = logReader{n.store}
-	n.mu.Lock()
-	ccfg.BulkStreams = append(slices.Clone(ccfg.BulkStreams), n.mu.bulk...)
-	n.mu.Unlock()
+	ccfg.Storage = logReader{n}
+	ccfg.BulkStreams = n.bulkNames
 	// A round trip to a peer includes its fsync, often milliseconds: the
 	// window must cover that at full speed, and entries queued behind it
 	// should stay in memory rather than be read back from pebble.
@@ -413,10 +435,11 @@ func (n *Node) Start() error {
 		go n.runTransfers()
 		go n.runPings()
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.loop()
 	go n.writer()
 	go n.completer()
+	go n.runBulk()
 	n.startDiskGuard()
 	if n.cfg.Transport != nil {
 		if err := n.cfg.Transport.Start(handler{n}); err != nil {
@@ -454,7 +477,7 @@ func (n *Node) Close() error {
 	n.cancel()
 	n.wg.Wait()
 	n.pub.close()
-	errs = append(errs, n.store.Close())
+	errs = append(errs, n.bulk.seg.Close(), n.store.Close())
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.mu.closeErr = errors.Join(append([]error{n.mu.err}, errs...)...)

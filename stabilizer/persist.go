@@ -2,9 +2,13 @@ package stabilizer
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/stabilizer/stabilizer/stabilizer/core"
@@ -39,6 +43,16 @@ const (
 // which are not stored) it is written without an fsync of its own and
 // released, in order, without waiting for one.
 func (n *Node) persist(rd *core.Ready) (*job, error) {
+	j, err := n.persistLog(rd)
+	if err == nil && (len(rd.BulkEntries) > 0 || len(j.bulkTruncs) > 0) {
+		n.bulk.queue(n.stop, bulkJob{entries: rd.BulkEntries, truncs: j.bulkTruncs, p: j.p})
+	}
+	return j, err
+}
+
+// persistLog applies the Ready's writes to pebble: everything but the bulk
+// streams' entries and truncations.
+func (n *Node) persistLog(rd *core.Ready) (*job, error) {
 	j := &job{rd: rd}
 	if !rd.MustSync && len(rd.Frontiers) == 0 && len(rd.StableTimes) == 0 {
 		j.urgent = len(rd.Messages) > 0 || len(rd.Deliver) > 0 || len(rd.Scoped) > 0
@@ -47,7 +61,7 @@ func (n *Node) persist(rd *core.Ready) (*job, error) {
 	// Settled advances end their waits now; what is left to wait for
 	// decides whether the Ready needs its fsync at once.
 	n.pub.wake(rd.Frontiers)
-	b := n.readyBatch(rd)
+	b := n.readyBatch(rd, j)
 	if !rd.MustSync {
 		// Frontiers without an fsync of their own: lazy ones, and those of
 		// inline predicates, which are not stored.
@@ -65,8 +79,9 @@ func (n *Node) persist(rd *core.Ready) (*job, error) {
 	return j, err
 }
 
-// readyBatch encodes a Ready's writes.
-func (n *Node) readyBatch(rd *core.Ready) *storage.Batch {
+// readyBatch encodes a Ready's writes. Truncations of bulk streams go to
+// j.bulkTruncs for the bulk store; their floors are recorded here.
+func (n *Node) readyBatch(rd *core.Ready, j *job) *storage.Batch {
 	var b storage.Batch
 	levels := n.cfg.Schema.LevelNames()
 	// One array holds every stored head (the HLC's logical part) of the
@@ -114,12 +129,19 @@ func (n *Node) readyBatch(rd *core.Ready) *storage.Batch {
 		b.AppSet(nodeNS, []byte{keyClock}, appendHLC(nil, rd.Clock))
 	}
 	for _, t := range rd.Truncations {
-		if t.Skip {
+		bulk := n.isBulk(t.Stream.Name)
+		if bulk {
+			j.bulkTruncs = append(j.bulkTruncs, t)
+		}
+		switch {
+		case t.Skip:
 			// The application's position moves with the head: what was
 			// skipped is in its state (a snapshot) or names nothing.
-			b.Skip(t.Stream.Origin, t.Stream.Name, t.Seq)
+			if !bulk {
+				b.Skip(t.Stream.Origin, t.Stream.Name, t.Seq)
+			}
 			b.AppSet(nodeNS, appliedKey(t.Stream), appliedValue(t.Seq))
-		} else {
+		case !bulk:
 			b.Truncate(t.Stream.Origin, t.Stream.Name, t.Seq)
 		}
 		k := appendName(appendName([]byte{keyFloor}, t.Stream.Origin), t.Stream.Name)
@@ -196,11 +218,15 @@ func fromStored(id StreamID, m *storage.Message) (Entry, error) {
 // logReader lets the core read back persisted entries. It reads what is
 // applied, durable or not: after Advance the core may read back entries of
 // a Ready whose fsync is still running, and whatever it does with them is
-// released only after that fsync.
-type logReader struct{ st *storage.Store }
+// released only after that fsync. Bulk streams' entries it reads from the
+// segment store, where the core reads only what BulkPersisted confirmed.
+type logReader struct{ n *Node }
 
 func (r logReader) Entries(id StreamID, lo, hi uint64, maxBytes int) ([]Entry, error) {
-	msgs, err := r.st.ReadApplied(id.Origin, id.Name, lo, int(hi-lo+1), maxBytes)
+	if r.n.isBulk(id.Name) {
+		return r.n.readBulk(id, lo, hi, maxBytes)
+	}
+	msgs, err := r.n.store.ReadApplied(id.Origin, id.Name, lo, int(hi-lo+1), maxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -220,9 +246,9 @@ func (n *Node) restoreState() (core.State, error) {
 	var st core.State
 	for _, si := range n.store.Streams() {
 		id := StreamID{Origin: si.Origin, Name: si.Stream}
-		if si.Head > 0 {
+		if si.Head > 0 && !n.isBulk(si.Stream) {
 			p := Position{Stream: id, Seq: si.Head}
-			if ents, err := (logReader{n.store}).Entries(id, si.Head, si.Head, 0); err == nil && len(ents) == 1 {
+			if ents, err := (logReader{n}).Entries(id, si.Head, si.Head, 0); err == nil && len(ents) == 1 {
 				p.HLC = ents[0].HLC
 			}
 			st.Heads = append(st.Heads, p)
@@ -242,8 +268,78 @@ func (n *Node) restoreState() (core.State, error) {
 	if err != nil {
 		return st, fmt.Errorf("stabilizer: restore: %w", err)
 	}
+	bulkFloors := n.keepBulkFloors(&st)
 	restoreFloors(&st, n.store.Streams())
+	if err := n.restoreBulk(&st, bulkFloors); err != nil {
+		return st, err
+	}
 	return st, n.migrate(&st)
+}
+
+// keepBulkFloors takes the bulk streams' truncation points out of st: the
+// record beside the floor is their truth (pebble holds none of their
+// entries), where restoreFloors takes pebble's log.
+func (n *Node) keepBulkFloors(st *core.State) []Position {
+	var bulk []Position
+	st.Truncated = slices.DeleteFunc(st.Truncated, func(t Position) bool {
+		if n.isBulk(t.Stream.Name) {
+			bulk = append(bulk, t)
+			return true
+		}
+		return false
+	})
+	return bulk
+}
+
+// restoreBulk adds the bulk streams' heads and floors: a head is what the
+// segment store holds durably (it fsyncs what it kept when it opens), or
+// the floor when a truncation took everything, and the segment store is
+// brought to the floor (segments a crash kept after their floor was
+// recorded are deleted, a head a skip moved is set).
+func (n *Node) restoreBulk(st *core.State, floors []Position) error {
+	heads := map[StreamID]Position{}
+	for _, si := range n.bulk.seg.Streams() {
+		id := StreamID{Origin: si.Origin, Name: si.Stream}
+		if !n.isBulk(si.Stream) {
+			n.log.Warn("the bulk store holds a stream that is no longer a bulk stream; it is ignored", "stream", id)
+			continue
+		}
+		if si.Durable == 0 {
+			continue
+		}
+		p := Position{Stream: id, Seq: si.Durable}
+		if si.First == 0 || si.First > si.Durable {
+			// Truncated up to its head: the floor's record has its time.
+			heads[id] = p
+			continue
+		}
+		ents, err := n.readBulk(id, si.Durable, si.Durable, 0)
+		if err != nil || len(ents) != 1 {
+			return fmt.Errorf("stabilizer: restore: read the head of bulk stream %s: %w", id, errors.Join(err, ErrNotFound))
+		}
+		p.HLC = ents[0].HLC
+		heads[id] = p
+	}
+	for _, f := range floors {
+		h, ok := heads[f.Stream]
+		if !ok || h.Seq <= f.Seq {
+			heads[f.Stream] = f
+			if err := n.bulk.seg.Reset(f.Stream.Origin, f.Stream.Name, f.Seq); err != nil {
+				return fmt.Errorf("stabilizer: restore: bulk stream %s: %w", f.Stream, err)
+			}
+		} else if err := n.bulk.seg.Truncate(f.Stream.Origin, f.Stream.Name, f.Seq); err != nil {
+			return fmt.Errorf("stabilizer: restore: bulk stream %s: %w", f.Stream, err)
+		}
+		st.Truncated = append(st.Truncated, f)
+	}
+	for _, id := range slices.SortedFunc(maps.Keys(heads), cmpStreamID) {
+		st.Heads = append(st.Heads, heads[id])
+	}
+	return nil
+}
+
+func cmpStreamID(a, b StreamID) int {
+	return cmp.Or(strings.Compare(a.Origin, b.Origin), strings.Compare(a.Name, b.Name))
 }
 
 // restoreFloors sets each stream's truncation point from the log, which is

@@ -42,6 +42,9 @@ type job struct {
 	// it up gets its fsync now.
 	urgent bool
 	at     time.Time
+	// bulkTruncs are the Ready's truncations of bulk streams, which the
+	// bulk store does once p is durable.
+	bulkTruncs []core.Truncation
 }
 
 func (j *job) durable() bool {

@@ -94,7 +94,7 @@ func (n *Node) appendWait(ctx context.Context, f func() error) error {
 
 // DiskUsage is how much of the site's disk its parts take, as estimated
 // by the store (see storage.DiskUsage: the parts leave out what is only in
-// memory and the write-ahead log).
+// memory and the write-ahead log), plus the bulk streams' segments.
 type DiskUsage struct {
 	Total uint64
 	// Namespaces: per application namespace (and the library's own,
@@ -121,6 +121,11 @@ func (n *Node) DiskUsage() (DiskUsage, error) {
 	out := DiskUsage{Total: u.Total, Namespaces: u.Namespaces, Logs: map[StreamID]uint64{}}
 	for k, v := range u.Streams {
 		out.Logs[StreamID{Origin: k[0], Name: k[1]}] = v
+	}
+	for _, si := range n.bulk.seg.Streams() {
+		id := StreamID{Origin: si.Origin, Name: si.Stream}
+		out.Logs[id] += uint64(si.Bytes)
+		out.Total += uint64(si.Bytes)
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -38,7 +39,11 @@ const (
 	DefaultMaxGroupBytes    = 16 << 20
 	DefaultMaxGroupRequests = 4096
 	DefaultCacheSize        = 64 << 20
-	DefaultMemTableSize     = 64 << 20
+	DefaultMemTableSize     = 4 << 20
+	// DefaultMemTableStopWrites is how many memtables may queue for
+	// flushing before writes stall; pebble keeps that many and one more
+	// write-ahead logs for reuse, each preallocated to about a memtable.
+	DefaultMemTableStopWrites = 3
 )
 
 // Config configures Open. The zero value of every field except Dir means
@@ -62,10 +67,19 @@ type Config struct {
 	MaxGroupRequests int
 	// CacheSize is pebble's block cache size in bytes. Default 64 MiB.
 	CacheSize int64
-	// MemTableSize is pebble's memtable size in bytes. Larger memtables
-	// absorb bursts of large messages without write stalls. Default 64 MiB,
-	// at most 1 GiB.
+	// MemTableSize is pebble's memtable size in bytes. Pebble holds the
+	// site's metadata, KV and pub/sub logs, not bulk payloads (those are
+	// in the segment store), so small memtables suffice; they also size
+	// the write-ahead logs pebble keeps for reuse (about MemTableSize ×
+	// (DefaultMemTableStopWrites + 1) of disk in all). Default 4 MiB, at
+	// most 1 GiB.
 	MemTableSize int
+	// FS is the filesystem pebble runs on: every file access of the store
+	// goes through it, so that tests can drop unsynced writes, fail writes
+	// and fsyncs, or corrupt files (pebble's vfs, errorfs). Default: the
+	// operating system's, with write-ahead logs extended as they are
+	// preallocated (walfs_linux.go).
+	FS vfs.FS
 }
 
 // Validate reports every bad field of c, not only the first.

@@ -83,13 +83,17 @@ func Open(cfg Config) (*Store, error) {
 
 	cache := pebble.NewCache(cfg.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
+	fs := cfg.FS
+	if fs == nil {
+		fs = defaultFS()
+	}
 	opts := &pebble.Options{
 		Cache:        cache,
-		FS:           defaultFS(),
+		FS:           fs,
 		MemTableSize: uint64(cfg.MemTableSize),
-		// Let a few memtables queue for flushing so that bursts of large
-		// messages do not stall writers while a flush runs.
-		MemTableStopWritesThreshold: 4,
+		// Let a few memtables queue for flushing so that bursts of writes
+		// do not stall writers while a flush runs.
+		MemTableStopWritesThreshold: DefaultMemTableStopWrites,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
 		FormatMajorVersion:          pebble.FormatNewest,
