@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"strings"
 	"time"
@@ -475,9 +474,10 @@ func (s *Syncer) readLocal(h plan.Hash, at chunkLoc) ([]byte, bool) {
 	return b, true
 }
 
-// fetch makes every chunk of the versions available: in the cache, or in
-// a local file. Chunks the site lacks make it return errNotHeld after it
-// fetched the others. progress says whether to report transfers.
+// fetch lands every chunk of the versions in their partial files: copied
+// from where it already lies (another partial file, a local file), else
+// fetched from the site. Chunks the site lacks make it return errNotHeld
+// after it fetched the others. progress says whether to report transfers.
 func (s *Syncer) fetch(ctx context.Context, vs []plan.Version, progress bool) error {
 	local := s.localSources()
 	notHeld := false
@@ -495,30 +495,27 @@ func (s *Syncer) fetch(ctx context.Context, vs []plan.Version, progress bool) er
 			}
 			sizes[c.Hash] = c.Size
 			if !p.needs(c.Hash) {
-				t.Reused++ // fetched before, into the partial file
+				t.Reused++ // fetched before, into this partial file
 				if progress {
-					s.stats.fromCache.Add(1)
+					s.stats.fromPartial.Add(1)
 				}
 				continue
 			}
-			var b []byte
-			var ok bool
-			switch {
-			case s.cache.has(c.Hash):
-				b, ok = s.cache.get(c.Hash)
-				if ok && progress {
-					s.stats.fromCache.Add(1)
-				}
-			case local[c.Hash] != (chunkLoc{}):
-				b, ok = s.readLocal(c.Hash, local[c.Hash])
-				if ok && progress {
-					s.stats.fromLocal.Add(1)
+			b, ok := s.copyLanded(c.Hash)
+			if ok && progress {
+				s.stats.fromPartial.Add(1)
+			}
+			if !ok {
+				if at, found := local[c.Hash]; found {
+					if b, ok = s.readLocal(c.Hash, at); ok && progress {
+						s.stats.fromLocal.Add(1)
+					}
 				}
 			}
 			if ok {
 				t.Reused++
-				if err := p.put(c.Hash, b); err != nil {
-					return err
+				if err := s.put(p, c.Hash, b); err != nil {
+					return fmt.Errorf("client: download %s: %w", v.Path, err)
 				}
 				continue
 			}
@@ -548,7 +545,7 @@ func (s *Syncer) fetch(ctx context.Context, vs []plan.Version, progress bool) er
 	return nil
 }
 
-// getChunks fetches chunks into the cache, in batches.
+// getChunks fetches chunks into a partial file, in batches.
 func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Hash]uint32, t *Transfer, progress bool, p *part) error {
 	notHeld := false
 	for len(need) > 0 {
@@ -578,11 +575,8 @@ func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Ha
 				notHeld = true
 				continue
 			}
-			if err := s.cache.put(plan.Hash(cd.Hash), cd.Data); err != nil {
-				return err
-			}
-			if err := p.put(plan.Hash(cd.Hash), cd.Data); err != nil {
-				return err
+			if err := s.put(p, plan.Hash(cd.Hash), cd.Data); err != nil {
+				return fmt.Errorf("client: download %s: %w", t.Path, err)
 			}
 			s.stats.chunksDown.Add(1)
 			s.stats.bytesDown.Add(int64(len(cd.Data)))
@@ -598,47 +592,22 @@ func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Ha
 	return nil
 }
 
-// assemble writes a version's bytes into a new file at tmp, from the
-// cache and local files, fsyncs it and gives it the version's mode and
-// mtime.
-func (s *Syncer) assemble(ctx context.Context, v plan.Version, tmp string) error {
-	if done, err := s.finish(v.ID, tmp); err != nil {
-		return err
-	} else if done {
-		return s.setMeta(v, tmp)
-	}
-	f, err := s.root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+// assemble makes a version's complete partial file the file at tmp (fsync,
+// rename) and gives it the version's mode and mtime.
+func (s *Syncer) assemble(v plan.Version, tmp string) error {
+	done, err := s.finish(v.ID, tmp)
 	if err != nil {
 		return fmt.Errorf("client: download %s: %w", v.Path, err)
 	}
-	local := s.localSources()
-	werr := func() error {
-		for _, c := range v.Chunks {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			b, ok := s.cache.get(c.Hash)
-			if !ok {
-				if at, found := local[c.Hash]; found {
-					b, ok = s.readLocal(c.Hash, at)
-				}
-			}
-			if !ok {
-				s.localSrc = nil
-				return fmt.Errorf("client: download %s: chunk %x gone from cache and folder: %w", v.Path, c.Hash[:8], ErrChanged)
-			}
-			if _, err := f.Write(b); err != nil {
-				return err
-			}
+	if !done {
+		// fetch completed it in this round; only a partial file removed
+		// or truncated behind our back gets here.
+		if p := s.parts[v.ID]; p != nil {
+			s.forget(p)
+			p.f.Close()
+			delete(s.parts, v.ID)
 		}
-		return f.Sync()
-	}()
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		_ = s.root.Remove(tmp)
-		return fmt.Errorf("client: download %s: %w", v.Path, werr)
+		return fmt.Errorf("client: download %s: its partial file is incomplete: %w", v.Path, ErrChanged)
 	}
 	return s.setMeta(v, tmp)
 }
@@ -680,7 +649,7 @@ func (s *Syncer) download(ctx context.Context, acts []plan.Action, rule plan.Com
 		v := a.Version
 		v.Path = a.Path
 		tmp := tmpName()
-		if err := s.assemble(ctx, v, tmp); err != nil {
+		if err := s.assemble(v, tmp); err != nil {
 			return err
 		}
 		if err := s.install(tmp, a); err != nil {
@@ -688,7 +657,6 @@ func (s *Syncer) download(ctx context.Context, acts []plan.Action, rule plan.Com
 			return err
 		}
 	}
-	s.dropCached(vs)
 	return nil
 }
 
@@ -775,7 +743,7 @@ func (s *Syncer) installDir(ctx context.Context, acts []plan.Action, rule plan.C
 		}
 		v := a.Version
 		v.Path = a.Path
-		if err := s.assemble(ctx, v, target); err != nil {
+		if err := s.assemble(v, target); err != nil {
 			return fail(err)
 		}
 		l, _, err := s.statLocal(target)
@@ -802,29 +770,16 @@ func (s *Syncer) installDir(ctx context.Context, acts []plan.Action, rule plan.C
 	if err := syncDir(s.root, parent); err != nil {
 		return true, err
 	}
-	vs := make([]plan.Version, len(acts))
 	for i, a := range acts {
-		vs[i] = a.Version
 		if err := s.recordDownload(a, stats[i]); err != nil {
 			return true, err
 		}
 	}
-	s.dropCached(vs)
 	s.log.Info("commit downloaded", "dir", dir, "files", len(acts), "commit", acts[0].Version.Commit)
 	return true, nil
 }
 
-// dropCached removes the chunks of versions now in the folder from the
-// cache: the files hold them.
-func (s *Syncer) dropCached(vs []plan.Version) {
-	for _, v := range vs {
-		for _, c := range v.Chunks {
-			s.cache.remove(c.Hash)
-		}
-	}
-}
-
-// prefetch fetches into the cache the chunks of versions not shown yet
+// prefetch fetches into their partial files the chunks of versions not shown yet
 // (not stable, or pending) that other sites wrote, as they reach the site.
 func (s *Syncer) prefetch(ctx context.Context, versions []plan.Version, view plan.View) {
 	pending := map[plan.VersionID]bool{}
@@ -845,17 +800,5 @@ func (s *Syncer) prefetch(ctx context.Context, versions []plan.Version, view pla
 	}
 	if err := s.fetch(ctx, vs, false); err != nil && !errors.Is(err, errNotHeld) {
 		s.log.Debug("prefetch", "error", err)
-	}
-}
-
-// gcCache empties the chunk cache when no download waits for it.
-func (s *Syncer) gcCache() {
-	dir := path.Join(safepath.StateDir, chunkDir)
-	ents, err := fs.ReadDir(s.root.FS(), dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		_ = s.root.RemoveAll(path.Join(dir, e.Name()))
 	}
 }

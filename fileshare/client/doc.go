@@ -33,14 +33,19 @@
 // (per path the version last synced there and the stat right after, and
 // per local file its chunk list as of its stat, so that a file is chunked
 // once; written atomically after every action, so it survives kill -9),
-// chunks/ (the download cache: chunks by SHA-256, checked on every read,
-// so that an interrupted download resumes from what it fetched; emptied
-// when no download waits), partial/ (per version being downloaded, its file
-// assembled in place as chunks arrive, so that once it is stable only an
-// fsync and the rename are left; checked chunk by chunk when reopened
-// after a restart), tmp/ (temp files of assembly, removed by Open), lock
-// (one Run per folder) and status.json (what the running process is
-// doing, for stabsync status).
+// partial/ (per version being downloaded, its file assembled in place as
+// chunks arrive, so that once it is stable only an fsync and the rename are
+// left; checked chunk by chunk when reopened after a restart, so that an
+// interrupted download resumes from what it fetched), tmp/ (temp files of
+// assembly, removed by Open), lock (one Run per folder) and status.json
+// (what the running process is doing, for stabsync status).
+//
+// A downloaded byte is written once: into the version's partial file,
+// which becomes the file by a rename. There is no chunk cache (earlier
+// releases kept one in chunks/, which Open removes). A chunk needed again,
+// at another offset or by another version fetched in the same round, is
+// copied from the partial file it landed in, or from a local file whose
+// chunk list the index knows, and checked against its hash on the way.
 //
 // # Paths
 //

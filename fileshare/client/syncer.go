@@ -58,7 +58,6 @@ type Syncer struct {
 	progress Progress
 	now      func() time.Time
 	r        *remote
-	cache    cache
 	stats    stats
 	kick     chan struct{} // a round is due; buffered 1
 
@@ -71,6 +70,7 @@ type Syncer struct {
 	badLogged  map[string]bool
 	localSrc   map[plan.Hash]chunkLoc   // chunks of local files, for downloads; nil until needed
 	parts      map[plan.VersionID]*part // files being assembled in place (partial.go)
+	landings   map[plan.Hash]landing    // where chunks lie in parts, for the other versions that need them
 	lastSaveAt time.Time
 
 	mu struct {
@@ -116,11 +116,15 @@ func Open(folder string, o Options) (*Syncer, error) {
 		cfg.RetryInterval = Duration(o.RetryInterval)
 	}
 	cfg.CaseInsensitive = cfg.CaseInsensitive || o.CaseInsensitive
-	for _, d := range []string{path.Join(safepath.StateDir, tmpDir), path.Join(safepath.StateDir, chunkDir)} {
-		if err := root.MkdirAll(d, 0o755); err != nil {
-			root.Close()
-			return nil, fmt.Errorf("client: %w", err)
-		}
+	if err := root.MkdirAll(path.Join(safepath.StateDir, tmpDir), 0o755); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	// The chunk cache of earlier releases: downloads resume from partial
+	// files now.
+	if err := root.RemoveAll(path.Join(safepath.StateDir, legacyChunkDir)); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("client: remove the old chunk cache: %w", err)
 	}
 	// Temp files of a process that died: never renamed into place.
 	if ents, err := fs.ReadDir(root.FS(), path.Join(safepath.StateDir, tmpDir)); err == nil {
@@ -141,8 +145,9 @@ func Open(folder string, o Options) (*Syncer, error) {
 		return nil, err
 	}
 	s := &Syncer{folder: folder, root: root, cfg: cfg, log: o.Logger, progress: o.Progress, now: o.Now, r: r,
-		cache: cache{root: root}, kick: make(chan struct{}, 1), ix: ix, seen: map[string]seen{},
-		allowOnce: o.AllowMassDelete, badLogged: map[string]bool{}, parts: map[plan.VersionID]*part{}}
+		kick: make(chan struct{}, 1), ix: ix, seen: map[string]seen{},
+		allowOnce: o.AllowMassDelete, badLogged: map[string]bool{}, parts: map[plan.VersionID]*part{},
+		landings: map[plan.Hash]landing{}}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
 	}
@@ -179,10 +184,7 @@ func (s *Syncer) Close() error {
 	defer s.runMu.Unlock()
 	s.wg.Wait()
 	s.r.close()
-	for id, p := range s.parts {
-		p.f.Close()
-		delete(s.parts, id)
-	}
+	s.closeParts()
 	return s.root.Close()
 }
 
@@ -465,7 +467,6 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 		if ctx.Err() == nil {
 			s.prefetch(ctx, versions, view)
 			if res.Waiting == 0 && res.Failed == 0 && len(view.Pending) == 0 && !anyUnstable(versions) {
-				s.gcCache()
 				s.dropParts()
 			}
 		}
