@@ -90,8 +90,25 @@ func (s *Syncer) hashFile(p string) (fileInfo, error) {
 
 // execute carries out the actions in order. Uploads of one commit go in
 // one Commit request at the first one's place, downloads of one commit
-// together at the first one's place.
-func (s *Syncer) execute(ctx context.Context, acts []plan.Action, rule plan.CommitRule, res *Result) {
+// together at the first one's place. Uploads run side by side (ups): the
+// next action of another kind waits until they are done, so the order
+// between kinds holds.
+func (s *Syncer) execute(ctx context.Context, ups *uploads, acts []plan.Action, rule plan.CommitRule, res *Result) {
+	count := func(group []plan.Action, err error) {
+		a := group[0]
+		switch {
+		case err == nil:
+			res.Actions += len(group)
+		case errors.Is(err, errNotHeld):
+			res.Waiting += len(group)
+			s.log.Debug("waiting for chunks", "path", a.Path)
+		case ctx.Err() != nil:
+		default:
+			res.Failed += len(group)
+			s.log.Warn("action failed", "path", a.Path, "error", err)
+		}
+	}
+	defer ups.wait(count)
 	done := make([]bool, len(acts))
 	for i, a := range acts {
 		if done[i] {
@@ -119,10 +136,13 @@ func (s *Syncer) execute(ctx context.Context, acts []plan.Action, rule plan.Comm
 				}
 			}
 		}
+		if a.Kind == plan.ActUpload {
+			ups.start(group, a.Commit != "")
+			continue
+		}
+		ups.wait(count)
 		var err error
 		switch a.Kind {
-		case plan.ActUpload:
-			err = s.upload(ctx, group, a.Commit != "")
 		case plan.ActTombstone:
 			err = s.tombstone(ctx, a)
 		case plan.ActDownload:
@@ -134,236 +154,11 @@ func (s *Syncer) execute(ctx context.Context, acts []plan.Action, rule plan.Comm
 		case plan.ActHash:
 			err = s.hash(a.Path)
 		}
-		switch {
-		case err == nil:
-			res.Actions += len(group)
-		case errors.Is(err, errNotHeld):
-			res.Waiting += len(group)
-			s.log.Debug("waiting for chunks", "path", a.Path)
-		case ctx.Err() != nil:
+		count(group, err)
+		if ctx.Err() != nil {
 			return
-		default:
-			res.Failed += len(group)
-			s.log.Warn("action failed", "path", a.Path, "error", err)
 		}
 	}
-}
-
-// upload publishes local files: their chunks the site lacks, then one
-// Commit request for all of them (commit says they are one commit).
-//
-// The chunks go up first, then the versions are recorded. (The site can
-// also record versions before their chunks, CommitRequest.early, so that
-// other sites' clients fetch the chunks while they cross; measured on the
-// file bench it cost more than it saved: every List then locates each
-// chunk by hash, and prefetching rounds ask for chunks not arrived yet.)
-func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) error {
-	var files []*filesharepb.FileVersion
-	var infos []fileInfo
-	start := time.Now()
-	for _, a := range acts {
-		info, err := s.prepareUpload(a)
-		if err != nil {
-			return err
-		}
-		if err := s.pushFile(ctx, a, info); err != nil {
-			return err
-		}
-		infos = append(infos, info)
-		files = append(files, &filesharepb.FileVersion{Path: a.Path, Parents: idStrings(a.Parents), Kept: idStrings(a.Kept),
-			Size: info.Size, Mode: info.Mode, Mtime: info.MTime, Chunks: chunkRefs(info.Chunks)})
-	}
-	pushed := time.Since(start)
-	var resp *filesharepb.CommitResponse
-	err := s.r.call(ctx, func(ctx context.Context, api filesharepb.FileShareClient) error {
-		var err error
-		resp, err = api.Commit(ctx, &filesharepb.CommitRequest{Share: s.cfg.Share, Files: files, Commit: commit, NoWait: true})
-		return err
-	})
-	if err != nil {
-		return s.r.explain("commit "+acts[0].Path, err)
-	}
-	s.log.Debug("committed", "first", acts[0].Path, "files", len(acts), "chunks_took", pushed, "commit_took", time.Since(start)-pushed)
-	if len(resp.Versions) != len(acts) {
-		return fmt.Errorf("client: commit %s: the site answered %d versions for %d files", acts[0].Path, len(resp.Versions), len(acts))
-	}
-	for i, v := range resp.Versions {
-		info := infos[i]
-		s.ix.Base[acts[i].Path] = plan.Base{Path: acts[i].Path, Version: plan.VersionID(v.Id), Content: info.Content,
-			Size: info.Size, MTime: info.MTime, Mode: info.Mode}
-		s.stats.filesUp.Add(1)
-		s.log.Info("uploaded", "path", acts[i].Path, "version", v.Id)
-	}
-	return s.ix.save(s.root)
-}
-
-// prepareUpload returns a local file's chunk list, as the index has it for
-// the file's stat or chunking it again.
-func (s *Syncer) prepareUpload(a plan.Action) (fileInfo, error) {
-	l, ok, err := s.statLocal(a.Path)
-	if err != nil || !ok {
-		return fileInfo{}, fmt.Errorf("client: upload %s: %w", a.Path, errors.Join(err, ErrChanged))
-	}
-	if a.Expect != nil && (l.Size != a.Expect.Size || l.MTime != a.Expect.MTime || l.Mode != a.Expect.Mode) {
-		return fileInfo{}, fmt.Errorf("client: upload %s: %w", a.Path, ErrChanged)
-	}
-	info, known := s.ix.Files[a.Path]
-	if !known || !info.matches(l) {
-		if info, err = s.hashFile(a.Path); err != nil {
-			return fileInfo{}, err
-		}
-	}
-	return info, nil
-}
-
-// prestage puts the chunks of a settled file of a commit directory whose
-// marker has not appeared yet. The site appends them to its files stream,
-// so they cross to the other sites while the trainer writes the rest of
-// the checkpoint; at the commit only what changed since is left to move
-// (the commit's upload asks the site what it lacks again). Nothing becomes
-// visible: no version names the chunks until the commit, and a checkpoint
-// abandoned half-way leaves chunks the site's collector drops after its
-// grace period. A failure here only costs the time it would have saved.
-func (s *Syncer) prestage(ctx context.Context, p string) {
-	info, ok := s.ix.Files[p]
-	if !ok {
-		return
-	}
-	start := time.Now()
-	err := s.pushFile(ctx, plan.Action{Path: p}, info)
-	if err != nil && ctx.Err() == nil {
-		s.log.Debug("prestage", "path", p, "error", err)
-		return
-	}
-	s.log.Debug("prestaged", "path", p, "took", time.Since(start))
-}
-
-// pushFile puts the chunks of a local file the site lacks and checks the
-// file did not change meanwhile.
-func (s *Syncer) pushFile(ctx context.Context, a plan.Action, info fileInfo) error {
-	// Which distinct chunks the site lacks.
-	var hashes [][]byte
-	seenH := map[plan.Hash]bool{}
-	for _, c := range info.Chunks {
-		if !seenH[c.Hash] {
-			seenH[c.Hash] = true
-			hashes = append(hashes, append([]byte(nil), c.Hash[:]...))
-		}
-	}
-	lack := map[plan.Hash]bool{}
-	for i := 0; i < len(hashes); i += missingBatch {
-		batch := hashes[i:min(i+missingBatch, len(hashes))]
-		var resp *filesharepb.MissingResponse
-		err := s.r.call(ctx, func(ctx context.Context, api filesharepb.FileShareClient) error {
-			var err error
-			resp, err = api.Missing(ctx, &filesharepb.MissingRequest{Hashes: batch, Share: s.cfg.Share})
-			return err
-		})
-		if err != nil {
-			return s.r.explain("missing chunks of "+a.Path, err)
-		}
-		for _, h := range resp.Missing {
-			lack[plan.Hash(h)] = true
-		}
-	}
-	s.stats.deduped.Add(int64(len(hashes) - len(lack)))
-	t := Transfer{Dir: Upload, Path: a.Path, Size: info.Size, Chunks: len(info.Chunks), Reused: len(hashes) - len(lack)}
-	for _, c := range info.Chunks {
-		if lack[c.Hash] {
-			t.Bytes += int64(c.Size)
-		}
-	}
-	if len(lack) > 0 {
-		s.startTransfer(t)
-		err := s.putChunks(ctx, a.Path, info, lack, &t)
-		s.finishTransfer(t, err)
-		if err != nil {
-			return err
-		}
-	}
-	after, ok, err := s.statLocal(a.Path)
-	if err != nil || !ok || !info.matches(after) {
-		return fmt.Errorf("client: upload %s: %w", a.Path, errors.Join(err, ErrChanged))
-	}
-	return nil
-}
-
-// putChunks streams the chunks in lack, read from the file at their
-// offsets and checked against their hashes, to the site.
-func (s *Syncer) putChunks(ctx context.Context, p string, info fileInfo, lack map[plan.Hash]bool, t *Transfer) error {
-	f, err := s.root.Open(p)
-	if err != nil {
-		return fmt.Errorf("client: upload %s: %w", p, err)
-	}
-	defer f.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	api, i, _ := s.r.api()
-	stream, err := api.PutChunks(ctx)
-	if err != nil {
-		s.r.failed(i)
-		return s.r.explain("put chunks of "+p, err)
-	}
-	sent := 0
-	recvErr := make(chan error, 1)
-	answers := make(chan struct{}, 1024)
-	go func() {
-		for {
-			_, err := stream.Recv()
-			if err != nil {
-				if errors.Is(err, io.EOF) {
-					err = nil
-				}
-				recvErr <- err
-				close(answers)
-				return
-			}
-			select {
-			case answers <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	var off int64
-	sending := map[plan.Hash]bool{}
-	var sendErr error
-	for _, c := range info.Chunks {
-		o := off
-		off += int64(c.Size)
-		if !lack[c.Hash] || sending[c.Hash] {
-			continue
-		}
-		sending[c.Hash] = true
-		buf := make([]byte, c.Size)
-		if _, err := f.ReadAt(buf, o); err != nil {
-			sendErr = fmt.Errorf("client: upload %s: %w", p, errors.Join(err, ErrChanged))
-			break
-		}
-		if sha256.Sum256(buf) != c.Hash {
-			sendErr = fmt.Errorf("client: upload %s: %w", p, ErrChanged)
-			break
-		}
-		if err := stream.Send(&filesharepb.PutChunkRequest{Hash: append([]byte(nil), c.Hash[:]...), Data: buf, Share: s.cfg.Share}); err != nil {
-			break // the receiver sees why
-		}
-		sent++
-		s.stats.chunksUp.Add(1)
-		s.stats.bytesUp.Add(int64(c.Size))
-		t.Done += int64(c.Size)
-		s.advanceTransfer(*t)
-	}
-	if sendErr != nil {
-		cancel()
-		<-recvErr
-		return sendErr
-	}
-	_ = stream.CloseSend()
-	err = <-recvErr
-	if err != nil {
-		s.r.failed(i)
-		return s.r.explain("put chunks of "+p, err)
-	}
-	return nil
 }
 
 // tombstone records a local delete.

@@ -62,8 +62,16 @@
 //
 // Run owns two goroutines (notifications, the site's Watch stream), which
 // only kick the round loop; rounds (Run's, SyncOnce's) run one at a time
-// under runMu, which owns the index. mu guards what Status reads
-// (transfers, state) and is never held across IO; runMu is taken before
-// mu, never after. Close waits for Run's goroutines. Progress is called
-// from the round's goroutine.
+// under runMu, which owns the index. A round uploads side by side: it
+// prepares each upload (the index's chunk list, hashing if needed) and
+// starts it on a goroutine of its own, which pushes the files' chunks, at
+// most Options.Uploads files at once and within Options.UploadBytes of
+// chunk bytes not yet answered by the site, and commits them; the round
+// waits for its uploads before an action of another kind and before it
+// ends, and records them in the index itself. Uploads touch neither the
+// index nor the partial files. mu guards what Status reads (transfers,
+// state) and is never held across IO; saveMu serialises the writes of the
+// status file, from the round and its uploads, and is held across them.
+// The order is runMu, saveMu, mu. Close waits for Run's goroutines.
+// Progress is called from the round's goroutine and its uploads'.
 package client

@@ -28,9 +28,11 @@ type Transfer struct {
 	Reused int `json:"reused"`
 }
 
-// Progress receives the engine's transfers as they go. Calls come from the
-// goroutine running the round, one transfer at a time; an implementation
-// must not block for long.
+// Progress receives the engine's transfers as they go. Uploads run side by
+// side (Options.Uploads), so calls for different transfers may come from
+// several goroutines at once; the calls for one transfer come in order,
+// from one goroutine. An implementation must be safe for concurrent use
+// and must not block for long.
 type Progress interface {
 	// Started is called once per transfer, before any byte moves.
 	Started(t Transfer)

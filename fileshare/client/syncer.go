@@ -45,6 +45,16 @@ type Options struct {
 	// CaseInsensitive treats the folder as on a case-folding filesystem
 	// whatever Init's probe found.
 	CaseInsensitive bool
+	// Uploads is how many files push their chunks to the site at once,
+	// each on a stream of its own (default DefaultUploads, 4): the files
+	// of a checkpoint go up side by side.
+	Uploads int
+	// UploadBytes bounds the chunk bytes read for uploads and not yet
+	// stored by the site, all uploads together (default
+	// DefaultUploadBytes, 64 MiB), so that memory stays bounded whatever
+	// the number and size of the files. A chunk larger than it still goes,
+	// alone.
+	UploadBytes int64
 }
 
 // Syncer syncs one folder with its share. Open makes one; Run syncs until
@@ -60,18 +70,25 @@ type Syncer struct {
 	r        *remote
 	stats    stats
 	kick     chan struct{} // a round is due; buffered 1
+	upSlots  chan struct{} // one per file pushing chunks (Options.Uploads)
+	upBudget *budget       // chunk bytes sent and not yet answered (Options.UploadBytes)
 
 	// Owned by the round (runMu).
-	runMu      sync.Mutex
-	ix         *index
-	seen       map[string]seen
-	share      *Share
-	allowOnce  bool
-	badLogged  map[string]bool
-	localSrc   map[plan.Hash]chunkLoc   // chunks of local files, for downloads; nil until needed
-	parts      map[plan.VersionID]*part // files being assembled in place (partial.go)
-	landings   map[plan.Hash]landing    // where chunks lie in parts, for the other versions that need them
-	lastSaveAt time.Time
+	runMu     sync.Mutex
+	ix        *index
+	seen      map[string]seen
+	share     *Share
+	allowOnce bool
+	badLogged map[string]bool
+	localSrc  map[plan.Hash]chunkLoc   // chunks of local files, for downloads; nil until needed
+	parts     map[plan.VersionID]*part // files being assembled in place (partial.go)
+	landings  map[plan.Hash]landing    // where chunks lie in parts, for the other versions that need them
+
+	// saveMu serialises writes of the status file (saveStatus), from the
+	// round and from its uploads; it comes after runMu and before mu, and
+	// is held across the write.
+	saveMu     sync.Mutex
+	lastSaveAt time.Time // guarded by saveMu
 
 	mu struct {
 		sync.Mutex
@@ -120,18 +137,23 @@ func Open(folder string, o Options) (*Syncer, error) {
 		root.Close()
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	// The chunk cache of earlier releases: downloads resume from partial
-	// files now.
-	if err := root.RemoveAll(path.Join(safepath.StateDir, legacyChunkDir)); err != nil {
-		root.Close()
-		return nil, fmt.Errorf("client: remove the old chunk cache: %w", err)
-	}
-	// Temp files of a process that died: never renamed into place.
-	if ents, err := fs.ReadDir(root.FS(), path.Join(safepath.StateDir, tmpDir)); err == nil {
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), tmpPrefix) {
-				_ = root.RemoveAll(path.Join(safepath.StateDir, tmpDir, e.Name()))
+	// Leftovers of a process that died, unless a stabsync run holds the
+	// folder (stabsync status opens it too): its temp files, never renamed
+	// into place, and the chunk cache of earlier releases (downloads
+	// resume from partial files now).
+	if lock, err := lockRoot(root, folder); err == nil {
+		if ents, err := fs.ReadDir(root.FS(), path.Join(safepath.StateDir, tmpDir)); err == nil {
+			for _, e := range ents {
+				if strings.HasPrefix(e.Name(), tmpPrefix) {
+					_ = root.RemoveAll(path.Join(safepath.StateDir, tmpDir, e.Name()))
+				}
 			}
+		}
+		err := root.RemoveAll(path.Join(safepath.StateDir, legacyChunkDir))
+		lock.Close()
+		if err != nil {
+			root.Close()
+			return nil, fmt.Errorf("client: remove the chunk cache of an earlier release: %w", err)
 		}
 	}
 	ix, err := loadIndex(root)
@@ -157,6 +179,13 @@ func Open(folder string, o Options) (*Syncer, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if o.Uploads <= 0 {
+		o.Uploads = DefaultUploads
+	}
+	if o.UploadBytes <= 0 {
+		o.UploadBytes = DefaultUploadBytes
+	}
+	s.upSlots, s.upBudget = make(chan struct{}, o.Uploads), newBudget(o.UploadBytes)
 	s.mu.transfers = map[string]Transfer{}
 	return s, nil
 }
@@ -294,14 +323,16 @@ func (s *Syncer) Run(ctx context.Context) error {
 }
 
 // lock takes the folder's lock file, so that one Run syncs a folder.
-func (s *Syncer) lock() (*os.File, error) {
-	f, err := s.root.OpenFile(path.Join(safepath.StateDir, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
+func (s *Syncer) lock() (*os.File, error) { return lockRoot(s.root, s.folder) }
+
+func lockRoot(root *os.Root, folder string) (*os.File, error) {
+	f, err := root.OpenFile(path.Join(safepath.StateDir, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("client: lock: %w", err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("client: %s: %w", s.folder, ErrLocked)
+		return nil, fmt.Errorf("client: %s: %w", folder, ErrLocked)
 	}
 	return f, nil
 }
@@ -408,6 +439,11 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	rule := plan.CommitRule{Marker: sh.CommitMarker, Dirs: sh.CommitDirs}
+	// The round's uploads: prestages started by a pass go on while the
+	// next pass decides again, and the uploads of the last one wait for
+	// them (uploads.start).
+	ups := s.newUploads(ctx)
+	defer ups.wg.Wait()
 	for range 8 {
 		s.localSrc = nil
 		missing := s.folderMissing()
@@ -451,7 +487,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 				if err := s.hash(a.Path); err != nil {
 					s.log.Info("hash", "path", a.Path, "error", err)
 				} else if rule.CommitDir(a.Path) != "" {
-					s.prestage(ctx, a.Path)
+					ups.prestage(a.Path)
 				}
 			}
 		}
@@ -463,7 +499,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 				res.Unsettled++
 			}
 		}
-		s.execute(ctx, dec.Actions, rule, &res)
+		s.execute(ctx, ups, dec.Actions, rule, &res)
 		if ctx.Err() == nil {
 			s.prefetch(ctx, versions, view)
 			if res.Waiting == 0 && res.Failed == 0 && len(view.Pending) == 0 && !anyUnstable(versions) {

@@ -48,6 +48,8 @@ type site struct {
 	failAfter int                                // GetChunks: fail after this many chunks; < 0 never
 	served    int                                // chunks sent by GetChunks with held = true
 	put       int                                // chunks stored through PutChunks (not duplicates)
+	holdPut   bool                               // PutChunks holds its answers back
+	puts      PutStats
 }
 
 // NewCluster returns a cluster with no shares and no sites.

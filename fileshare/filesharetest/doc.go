@@ -21,6 +21,8 @@
 //	cl.ReleaseAll()        // until released
 //	b.HoldChunks(true)     // chunks put elsewhere do not arrive at b
 //	b.FailGetChunksAfter(3) // b's next GetChunks fails after 3 chunks
+//	a.HoldPutChunks(true)   // a's PutChunks streams hold their answers back
+//	st := a.PutStreams()    // how many are open, held, bytes unanswered
 //	cl.Inject(t, "ckpt", v) // record a version as given, unchecked
 //	cl.WaitFor(t, "two versions", func() bool { return len(cl.Versions()) == 2 })
 //
