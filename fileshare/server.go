@@ -206,6 +206,13 @@ func (g *Server) Commit(ctx context.Context, r *filesharepb.CommitRequest) (*fil
 }
 
 func (g *Server) List(ctx context.Context, r *filesharepb.ListRequest) (*filesharepb.ListResponse, error) {
+	if (r.Track || len(r.Since) > 0) && r.Path == "" {
+		l, err := g.s.ListChanges(ctx, r.Share, r.Since)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		return &filesharepb.ListResponse{Versions: l.Versions, Site: g.s.node.Site(), Cursor: l.Cursor, Delta: l.Delta, Gone: l.Gone}, nil
+	}
 	vs, err := g.s.List(ctx, r.Share, r.Path)
 	if err != nil {
 		return nil, toStatus(err)
@@ -221,7 +228,9 @@ const WatchEvery = 20 * time.Millisecond
 // Watch sends an event after every change of the share's versions applied
 // here and every frontier advance of the share's visibility predicate on
 // the kv and files streams (a version may have become stable), at most one
-// per WatchEvery.
+// per WatchEvery. Changes of records come from the share's change log, so
+// an event is sent once the log holds what it announces: a List after it
+// sees the change, whole or as a delta.
 func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_WatchServer) error {
 	ctx := st.Context()
 	sh, err := g.s.Share(ctx, r.Share)
@@ -239,19 +248,10 @@ func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_Wat
 			defer release()
 		}
 	}
-	changed := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
+	t, err := g.s.shareLog(ctx, r.Share)
+	if err != nil {
+		return toStatus(err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- g.s.kv.Watch(ctx, pathPrefix(r.Share, ""), "", func(kv.Version) error { poke(); return nil })
-	}()
 	w := g.s.node.WatchFrontiers(256, func(a stabilizer.FrontierAdvance) bool {
 		return (a.Stream.Name == Stream || a.Stream.Name == kv.Stream) && (!named || a.Predicate == sh.Visibility)
 	})
@@ -262,19 +262,25 @@ func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_Wat
 	tick := time.NewTicker(WatchEvery)
 	defer tick.Stop()
 	dirty := false
+	changed := t.changes()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-g.s.ctx.Done():
 			return status.Error(codes.Unavailable, "fileshare: site shutting down")
-		case err := <-done:
-			if ctx.Err() != nil {
-				return nil
-			}
-			return toStatus(err)
 		case <-changed:
+			dirty, changed = true, t.changes()
+		case <-t.dead:
+			// The log starts over: clients List in full.
 			dirty = true
+			if t, err = g.s.shareLog(ctx, r.Share); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return toStatus(err)
+			}
+			changed = t.changes()
 		case <-w.C:
 			dirty = true
 		case <-tick.C:
