@@ -325,30 +325,6 @@ func TestListChangesMatchFullLists(t *testing.T) {
 	}
 }
 
-// waitIngested waits until the share's log at s took a write.
-func waitIngested(t *testing.T, s *Service, share string, w kv.WriteResult) {
-	t.Helper()
-	tl, err := s.shareLog(ctxT(t), share)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stabilizertest.Eventually(t, 0, func() error {
-		tl.mu.Lock()
-		defer tl.mu.Unlock()
-		for _, o := range tl.mu.open {
-			if o.origin == w.Origin && o.seq == w.Seq {
-				return nil
-			}
-		}
-		for _, ch := range tl.mu.log {
-			if ch.origin == w.Origin && ch.seq == w.Seq {
-				return nil
-			}
-		}
-		return fmt.Errorf("write %s:%d not in the change log yet", w.Origin, w.Seq)
-	})
-}
-
 func idStrings(ids []plan.VersionID) []string {
 	out := make([]string, len(ids))
 	for i, id := range ids {
