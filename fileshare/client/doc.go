@@ -14,6 +14,16 @@
 // folder's scan, the site's List and the index; this package only does
 // the IO, action by action, in the order Decide gives.
 //
+// The client keeps the share's list between rounds (view.go): after the
+// first full List it asks its site only for what changed since its cursor
+// (ListRequest.since) and applies that, so a change of a share with a long
+// history costs the site and the wire the change, not the history. It
+// lists in full again when the site does not know its cursor (another
+// site after a failover, a restarted one, an older release that gives no
+// cursor) and every Options.FullListInterval as a safety net. The planner
+// is given every version held, exactly what a full List would say; a round
+// in which nothing changed at the site reuses the last Resolve.
+//
 // # Usage
 //
 //	_, err := client.Init(ctx, "/data/ckpt", client.Config{Sites: []string{"10.0.1.5:7003"}, Share: "ckpt"},

@@ -137,7 +137,7 @@ func cmpStr(a, b string) int {
 }
 
 // writeStatus records the end of a round.
-func (s *Syncer) writeStatus(site string, _ []*filesharepb.Version, view plan.View, _ map[string]plan.Local) {
+func (s *Syncer) writeStatus(site string, view plan.View) {
 	s.mu.Lock()
 	s.mu.status.Site = site
 	switch {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
 	"slices"
@@ -49,6 +48,10 @@ type Options struct {
 	// each on a stream of its own (default DefaultUploads, 4): the files
 	// of a checkpoint go up side by side.
 	Uploads int
+	// FullListInterval is how often the client lists its share in full
+	// although the site answers only what changed since its last List
+	// (default DefaultFullListInterval, 5 min): a safety net.
+	FullListInterval time.Duration
 	// UploadBytes bounds the chunk bytes read for uploads and not yet
 	// stored by the site, all uploads together (default
 	// DefaultUploadBytes, 64 MiB), so that memory stays bounded whatever
@@ -73,6 +76,8 @@ type Syncer struct {
 	upSlots  chan struct{} // one per file pushing chunks (Options.Uploads)
 	upBudget *budget       // chunk bytes sent and not yet answered (Options.UploadBytes)
 
+	fullListEvery time.Duration // Options.FullListInterval
+
 	// Owned by the round (runMu).
 	runMu     sync.Mutex
 	ix        *index
@@ -80,9 +85,12 @@ type Syncer struct {
 	share     *Share
 	allowOnce bool
 	badLogged map[string]bool
-	localSrc  map[plan.Hash]chunkLoc   // chunks of local files, for downloads; nil until needed
-	parts     map[plan.VersionID]*part // files being assembled in place (partial.go)
-	landings  map[plan.Hash]landing    // where chunks lie in parts, for the other versions that need them
+	// pathChecks: per path of the share, why it is refused ("" if not).
+	pathChecks map[string]string
+	localSrc   map[plan.Hash]chunkLoc   // chunks of local files, for downloads; nil until needed
+	parts      map[plan.VersionID]*part // files being assembled in place (partial.go)
+	landings   map[plan.Hash]landing    // where chunks lie in parts, for the other versions that need them
+	list       shareList                // the share's list as last answered (view.go)
 
 	// saveMu serialises writes of the status file (saveStatus), from the
 	// round and from its uploads; it comes after runMu and before mu, and
@@ -168,7 +176,7 @@ func Open(folder string, o Options) (*Syncer, error) {
 	}
 	s := &Syncer{folder: folder, root: root, cfg: cfg, log: o.Logger, progress: o.Progress, now: o.Now, r: r,
 		kick: make(chan struct{}, 1), ix: ix, seen: map[string]seen{},
-		allowOnce: o.AllowMassDelete, badLogged: map[string]bool{}, parts: map[plan.VersionID]*part{},
+		allowOnce: o.AllowMassDelete, badLogged: map[string]bool{}, pathChecks: map[string]string{}, parts: map[plan.VersionID]*part{},
 		landings: map[plan.Hash]landing{}}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
@@ -186,6 +194,10 @@ func Open(folder string, o Options) (*Syncer, error) {
 		o.UploadBytes = DefaultUploadBytes
 	}
 	s.upSlots, s.upBudget = make(chan struct{}, o.Uploads), newBudget(o.UploadBytes)
+	s.fullListEvery = o.FullListInterval
+	if s.fullListEvery <= 0 {
+		s.fullListEvery = DefaultFullListInterval
+	}
 	s.mu.transfers = map[string]Transfer{}
 	return s, nil
 }
@@ -454,15 +466,11 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 			}
 		}
 		res.dirs, res.Wake = sc.dirs, sc.wake
-		pbs, site, err := s.r.list(ctx, "")
+		versions, site, err := s.listShare(ctx)
 		if err != nil {
-			return res, s.r.explain("list share "+s.cfg.Share, err)
+			return res, err
 		}
-		versions := make([]plan.Version, len(pbs))
-		for i, v := range pbs {
-			versions[i] = toPlan(v)
-		}
-		view := plan.Resolve(versions)
+		view := s.resolve(versions)
 		res.Refused = s.filterView(&view, loadIgnorer(s.root))
 		in := plan.Input{View: view, Local: sc.local, Base: s.ix.Base, FolderMissing: missing, Commit: rule}
 		dec := plan.Decide(in)
@@ -476,7 +484,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 			res.MassDelete = dec.MassDelete
 			s.log.Error("stopped: mass delete", "folder", s.folder, "error", dec.MassDelete.Error())
 			s.setMassDelete(dec.MassDelete)
-			s.writeStatus(site, pbs, view, sc.local)
+			s.writeStatus(site, view)
 			return res, nil
 		}
 		s.setMassDelete(nil)
@@ -507,7 +515,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 			}
 		}
 		s.stats.conflicts.Store(int64(len(view.Conflicts)))
-		s.writeStatus(site, pbs, view, sc.local)
+		s.writeStatus(site, view)
 		return res, nil
 	}
 	return res, nil
@@ -518,18 +526,11 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 // case-folding filesystem all but the lexically first of paths that fold
 // to the same name. It returns them with why, and logs each once.
 func (s *Syncer) filterView(v *plan.View, ig ignorer) []string {
-	var refused []string
-	refuse := func(p, why string) {
-		delete(v.Files, p)
-		refused = append(refused, p+": "+why)
-		if !s.badLogged[p] {
-			s.badLogged[p] = true
-			s.log.Warn("refusing a path of the share", "path", fmt.Sprintf("%q", p), "why", why)
-		}
-	}
-	for _, p := range slices.Sorted(maps.Keys(v.Files)) {
-		if err := safepath.Check(p); err != nil {
-			refuse(p, err.Error())
+	type refusal struct{ p, why string }
+	var refusals []refusal
+	for p := range v.Files {
+		if why := s.checkPath(p); why != "" {
+			refusals = append(refusals, refusal{p, why})
 		} else if ig.ignored(p, false) {
 			delete(v.Files, p) // ignored here: not an error
 		}
@@ -537,19 +538,45 @@ func (s *Syncer) filterView(v *plan.View, ig ignorer) []string {
 	if s.cfg.CaseInsensitive {
 		var shown []string
 		for p, x := range v.Files {
-			if !x.Deleted {
+			if !x.Deleted && s.checkPath(p) == "" {
 				shown = append(shown, p)
 			}
 		}
 		for _, g := range safepath.Collisions(shown) {
 			sort.Strings(g)
 			for _, p := range g[1:] {
-				refuse(p, "case-fold collision with "+g[0])
+				refusals = append(refusals, refusal{p, "case-fold collision with " + g[0]})
 			}
 		}
 	}
-	sort.Strings(refused)
+	slices.SortFunc(refusals, func(a, b refusal) int { return strings.Compare(a.p, b.p) })
+	refused := make([]string, 0, len(refusals))
+	for _, r := range refusals {
+		delete(v.Files, r.p)
+		refused = append(refused, r.p+": "+r.why)
+		if !s.badLogged[r.p] {
+			s.badLogged[r.p] = true
+			s.log.Warn("refusing a path of the share", "path", fmt.Sprintf("%q", r.p), "why", r.why)
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
 	return refused
+}
+
+// checkPath says why a path of the share is not one to materialize
+// (safepath.Check), "" if it is; remembered per path, as a share's paths
+// come back every round.
+func (s *Syncer) checkPath(p string) string {
+	why, ok := s.pathChecks[p]
+	if !ok {
+		if err := safepath.Check(p); err != nil {
+			why = err.Error()
+		}
+		s.pathChecks[p] = why
+	}
+	return why
 }
 
 func anyUnstable(vs []plan.Version) bool {

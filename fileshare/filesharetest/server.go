@@ -97,6 +97,15 @@ func (s *Server) ChunksServed() int {
 	return s.c.mu.sites[s.Site].served
 }
 
+// Lists counts the Lists of a whole share this site answered: in full,
+// and with what changed since a cursor.
+func (s *Server) Lists() (full, delta int) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	st := s.c.mu.sites[s.Site]
+	return st.fullLists, st.deltas
+}
+
 // ChunksPut counts the chunks stored through this site's PutChunks, not
 // counting duplicates.
 func (s *Server) ChunksPut() int {
@@ -242,6 +251,19 @@ func (s *Server) Commit(ctx context.Context, r *filesharepb.CommitRequest) (*fil
 }
 
 func (s *Server) List(_ context.Context, r *filesharepb.ListRequest) (*filesharepb.ListResponse, error) {
+	if (r.Track || len(r.Since) > 0) && r.Path == "" && !s.c.cursorsOff() {
+		resp, err := s.c.listChanges(s.Site, r.Share, r.Since)
+		if err != nil {
+			return nil, err
+		}
+		sortByHLC(resp.Versions)
+		return resp, nil
+	}
+	if r.Path == "" {
+		s.c.mu.Lock()
+		s.c.mu.sites[s.Site].fullLists++
+		s.c.mu.Unlock()
+	}
 	vs, err := s.c.list(r.Share, r.Path)
 	if err != nil {
 		return nil, err
