@@ -116,43 +116,53 @@ type change struct {
 }
 
 // shareLog returns the share's log, building it (a scan of the share's
-// records) on first use.
+// records) on first use. A caller that waited for another's build that
+// failed (its ctx ended, say) builds it again itself.
 func (s *Service) shareLog(ctx context.Context, share string) (*shareLog, error) {
-	s.lists.Lock()
-	if s.lists.closed {
+	for {
+		s.lists.Lock()
+		if s.lists.closed {
+			s.lists.Unlock()
+			return nil, ErrClosed
+		}
+		t := s.lists.shares[share]
+		created := t == nil
+		if created {
+			t = &shareLog{s: s, share: share, epoch: rand.Uint64(), ready: make(chan struct{}), dead: make(chan struct{}),
+				refreshMu: make(chan struct{}, 1)}
+			t.mu.building = true
+			t.mu.open = map[string]*openVersion{}
+			t.mu.changed = make(chan struct{})
+			s.lists.shares[share] = t
+		}
 		s.lists.Unlock()
-		return nil, ErrClosed
-	}
-	t := s.lists.shares[share]
-	created := t == nil
-	if created {
-		t = &shareLog{s: s, share: share, epoch: rand.Uint64(), ready: make(chan struct{}), dead: make(chan struct{}),
-			refreshMu: make(chan struct{}, 1)}
-		t.mu.building = true
-		t.mu.open = map[string]*openVersion{}
-		t.mu.changed = make(chan struct{})
-		s.lists.shares[share] = t
-	}
-	s.lists.Unlock()
-	if created {
-		t.err = t.build(ctx)
-		close(t.ready)
-	} else {
+		if created {
+			t.err = t.build(ctx)
+			if t.err != nil {
+				s.lists.Lock()
+				if s.lists.shares[share] == t {
+					delete(s.lists.shares, share)
+				}
+				s.lists.Unlock()
+			}
+			close(t.ready)
+			if t.err != nil {
+				return nil, t.err
+			}
+			return t, nil
+		}
 		select {
 		case <-t.ready:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-	}
-	if t.err != nil {
-		s.lists.Lock()
-		if s.lists.shares[share] == t {
-			delete(s.lists.shares, share)
+		if t.err == nil {
+			return t, nil
 		}
-		s.lists.Unlock()
-		return nil, t.err
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
-	return t, nil
 }
 
 // build ingests the share's records as a scan finds them, then those the
