@@ -309,7 +309,7 @@ func (s *Syncer) fetch(ctx context.Context, vs []plan.Version, progress bool) er
 			}
 			if ok {
 				t.Reused++
-				if err := s.put(p, c.Hash, b); err != nil {
+				if err := s.put(p, c.Hash, b, true); err != nil {
 					return fmt.Errorf("client: download %s: %w", v.Path, err)
 				}
 				continue
@@ -370,7 +370,7 @@ func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Ha
 				notHeld = true
 				continue
 			}
-			if err := s.put(p, plan.Hash(cd.Hash), cd.Data); err != nil {
+			if err := s.put(p, plan.Hash(cd.Hash), cd.Data, false); err != nil {
 				return fmt.Errorf("client: download %s: %w", t.Path, err)
 			}
 			s.stats.chunksDown.Add(1)

@@ -113,11 +113,12 @@ func (p *part) check(v plan.Version) {
 	}
 }
 
-// put writes a chunk's bytes, checked against its hash, at every offset of
-// the version that holds it and has not got it yet, and records where it
-// landed.
-func (s *Syncer) put(p *part, h plan.Hash, data []byte) error {
-	if sha256.Sum256(data) != h {
+// put writes a chunk's bytes at every offset of the version that holds it
+// and has not got it yet, and records where it landed. Bytes from the
+// network are checked against the hash first; checked says the caller did
+// (copyLanded, readLocal).
+func (s *Syncer) put(p *part, h plan.Hash, data []byte, checked bool) error {
+	if !checked && sha256.Sum256(data) != h {
 		return fmt.Errorf("client: chunk %x: the bytes received do not match its hash", h[:8])
 	}
 	first := -1
