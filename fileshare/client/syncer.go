@@ -48,16 +48,16 @@ type Options struct {
 	// each on a stream of its own (default DefaultUploads, 4): the files
 	// of a checkpoint go up side by side.
 	Uploads int
-	// FullListInterval is how often the client lists its share in full
-	// although the site answers only what changed since its last List
-	// (default DefaultFullListInterval, 5 min): a safety net.
-	FullListInterval time.Duration
 	// UploadBytes bounds the chunk bytes read for uploads and not yet
 	// stored by the site, all uploads together (default
 	// DefaultUploadBytes, 64 MiB), so that memory stays bounded whatever
 	// the number and size of the files. A chunk larger than it still goes,
 	// alone.
 	UploadBytes int64
+	// FullListInterval is how often the client lists its share in full
+	// although the site answers only what changed since its last List
+	// (default DefaultFullListInterval, 5 min): a safety net.
+	FullListInterval time.Duration
 }
 
 // Syncer syncs one folder with its share. Open makes one; Run syncs until
