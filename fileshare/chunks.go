@@ -100,6 +100,9 @@ type chunkStore struct {
 		// oldest forgotten first), so that a download of one says so.
 		gone    map[[32]byte]bool
 		goneLog [][32]byte
+		// appendBatch is how chunks are appended to the files stream:
+		// Node.AppendBatch, or a test's wrapper of it.
+		appendBatch func(ctx context.Context, stream string, payloads [][]byte) ([]stabilizer.Appended, error)
 	}
 }
 
@@ -128,6 +131,7 @@ func newChunkStore(ns *stabilizer.Namespace, node *stabilizer.Node, m *metrics, 
 	c.mu.dying = map[[32]byte]bool{}
 	c.mu.floors = map[stabilizer.StreamID]uint64{}
 	c.mu.gone = map[[32]byte]bool{}
+	c.mu.appendBatch = node.AppendBatch
 	return c
 }
 
@@ -263,57 +267,145 @@ func (c *chunkStore) get(key []byte) ([]byte, error) {
 // put stores a chunk uploaded by a client: checked against its hash, then
 // appended to the site's files stream, unless the site holds it already.
 func (c *chunkStore) put(ctx context.Context, h [32]byte, data []byte) (Ref, bool, error) {
-	if len(data) == 0 || len(data) > MaxChunkBytes {
-		return Ref{}, false, fmt.Errorf("%w %x: %d bytes, want 1 to %d", ErrBadChunk, h[:8], len(data), MaxChunkBytes)
+	rs, err := c.putBatch(ctx, []putItem{{Hash: h, Data: data}})
+	if len(rs) == 0 {
+		return Ref{}, false, err
 	}
-	if sha256.Sum256(data) != h {
-		return Ref{}, false, fmt.Errorf("%w %x: the data's SHA-256 is %x", ErrBadChunk, h[:8], sha256.Sum256(data))
+	return rs[0].Ref, rs[0].Dup, err
+}
+
+// putItem is a chunk a client sent, and where putBatch stored it.
+type putItem struct {
+	Hash [32]byte
+	Data []byte
+	// Set by putBatch.
+	Ref Ref
+	Dup bool // held here already (or earlier in the batch): not stored again
+}
+
+// checkUpload says why a client's chunk cannot be stored, if it cannot.
+func checkUpload(h [32]byte, data []byte) error {
+	if len(data) == 0 || len(data) > MaxChunkBytes {
+		return fmt.Errorf("%w %x: %d bytes, want 1 to %d", ErrBadChunk, h[:8], len(data), MaxChunkBytes)
+	}
+	if sum := sha256.Sum256(data); sum != h {
+		return fmt.Errorf("%w %x: the data's SHA-256 is %x", ErrBadChunk, h[:8], sum)
 	}
 	if looksRelocated(data) {
-		return Ref{}, false, fmt.Errorf("%w %x: laid out as a relocation entry (its first bytes are the marker, then the hash of the rest)", ErrBadChunk, h[:8])
+		return fmt.Errorf("%w %x: laid out as a relocation entry (its first bytes are the marker, then the hash of the rest)", ErrBadChunk, h[:8])
 	}
-	if r, ok, err := c.lookup(h); err != nil || ok {
-		return r, ok, err
+	return nil
+}
+
+// putBatch stores chunks that arrived together, as put does each, with one
+// append to the files stream for all those the site does not hold yet (one
+// round trip to the node's loop, not one per chunk), within
+// MaxPendingBytes. It returns them in order with their refs. A bad chunk
+// stops the batch: those before it are stored and returned, with the bad
+// one's error.
+func (c *chunkStore) putBatch(ctx context.Context, ups []putItem) ([]putItem, error) {
+	var bad error
+	for i := range ups {
+		if err := checkUpload(ups[i].Hash, ups[i].Data); err != nil {
+			ups, bad = ups[:i], err
+			break
+		}
 	}
-	r, err := c.appendChunk(ctx, h, data, len(data))
-	return r, false, err
+	var (
+		hs       [][32]byte
+		payloads [][]byte
+		first    = map[[32]byte]int{} // chunk -> its first index in ups, when new
+	)
+	for i := range ups {
+		u := &ups[i]
+		if _, ok := first[u.Hash]; ok {
+			u.Dup = true
+			continue
+		}
+		r, ok, err := c.lookup(u.Hash)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			u.Ref, u.Dup = r, true
+			continue
+		}
+		first[u.Hash] = i
+		hs = append(hs, u.Hash)
+		payloads = append(payloads, u.Data)
+	}
+	if len(payloads) > 0 {
+		refs, err := c.appendEntries(ctx, hs, payloads, nil)
+		if err != nil {
+			return nil, err
+		}
+		for j, h := range hs {
+			ups[first[h]].Ref = refs[j]
+		}
+	}
+	for i := range ups {
+		if j, ok := first[ups[i].Hash]; ok && j != i {
+			ups[i].Ref = ups[j].Ref
+		}
+	}
+	return ups, bad
 }
 
 // relocate appends a chunk the site holds again, as a relocation entry
 // (entries.go), through the path uploads take.
 func (c *chunkStore) relocate(ctx context.Context, h [32]byte, data []byte) (Ref, error) {
-	return c.appendChunk(ctx, h, relocFrame(h, data), len(data))
+	refs, err := c.appendEntries(ctx, [][32]byte{h}, [][]byte{relocFrame(h, data)}, []int{len(data)})
+	if err != nil {
+		return Ref{}, err
+	}
+	return refs[0], nil
 }
 
-// appendChunk appends payload, an entry of chunk h of size bytes, to the
-// site's files stream, within MaxPendingBytes, and counts it held.
-func (c *chunkStore) appendChunk(ctx context.Context, h [32]byte, payload []byte, size int) (Ref, error) {
-	n := int64(len(payload))
-	if err := c.reserve(ctx, len(payload)); err != nil {
-		return Ref{}, fmt.Errorf("fileshare: store chunk %x: %w", h[:8], err)
+// appendEntries appends payloads, entries of chunks hs, to the site's files
+// stream in one batch, within MaxPendingBytes, and counts them held. sizes
+// are the chunks' sizes when a payload is more than the chunk (nil: the
+// payloads are the chunks).
+func (c *chunkStore) appendEntries(ctx context.Context, hs [][32]byte, payloads [][]byte, sizes []int) ([]Ref, error) {
+	var n int64
+	for _, p := range payloads {
+		n += int64(len(p))
 	}
-	a, err := c.node.Append(ctx, Stream, payload)
+	if err := c.reserve(ctx, n); err != nil {
+		return nil, fmt.Errorf("fileshare: store %d chunk(s) from %x: %w", len(hs), hs[0][:8], err)
+	}
+	c.mu.Lock()
+	appendBatch := c.mu.appendBatch
+	c.mu.Unlock()
+	as, err := appendBatch(ctx, Stream, payloads)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
 		c.mu.pendingBytes -= n
-		return Ref{}, fmt.Errorf("fileshare: store chunk %x: %w", h[:8], err)
+		return nil, fmt.Errorf("fileshare: store %d chunk(s) from %x: %w", len(hs), hs[0][:8], err)
 	}
-	r := Ref{Origin: a.Stream.Origin, Seq: a.Seq, Size: uint32(size)}
-	if old, dup := c.mu.pending[h]; dup { // a concurrent upload of the same bytes
-		c.mu.pendingBytes -= old.reserved
+	refs := make([]Ref, len(hs))
+	for i, h := range hs {
+		size := len(payloads[i])
+		if sizes != nil {
+			size = sizes[i]
+		}
+		r := Ref{Origin: as[i].Stream.Origin, Seq: as[i].Seq, Size: uint32(size)}
+		if old, dup := c.mu.pending[h]; dup { // a concurrent upload of the same bytes
+			c.mu.pendingBytes -= old.reserved
+		}
+		c.mu.pending[h] = pendingChunk{Ref: r, reserved: int64(len(payloads[i]))}
+		refs[i] = r
 	}
-	c.mu.pending[h] = pendingChunk{Ref: r, reserved: n}
-	return r, nil
+	return refs, nil
 }
 
 // reserve waits until n more pending bytes fit under MaxPendingBytes (one
-// chunk always fits when nothing is pending) and counts them.
-func (c *chunkStore) reserve(ctx context.Context, n int) error {
+// batch always fits when nothing is pending) and counts them.
+func (c *chunkStore) reserve(ctx context.Context, n int64) error {
 	for {
 		c.mu.Lock()
-		if c.mu.pendingBytes == 0 || c.mu.pendingBytes+int64(n) <= MaxPendingBytes {
-			c.mu.pendingBytes += int64(n)
+		if c.mu.pendingBytes == 0 || c.mu.pendingBytes+n <= MaxPendingBytes {
+			c.mu.pendingBytes += n
 			c.mu.Unlock()
 			return nil
 		}

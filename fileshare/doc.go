@@ -18,7 +18,8 @@
 // soon as its manifest and chunks reach their site, and show it once it is
 // stable. A version may also be recorded before its chunks (an early
 // commit: chunks named by hash, located by hash at each site as they
-// arrive); stabsync does not use it yet (see package client).
+// arrive); stabsync does not use it yet (see package client). PutChunks
+// stores what arrived together with one append to the files stream.
 //
 // # Usage
 //
@@ -109,6 +110,18 @@
 // A download of a chunk the site collected lately fails with ErrChunkGone
 // (NotFound); one below a floor would too, but no located chunk is.
 //
+// # Incremental lists
+//
+// A client that holds a share's list asks only for what changed since its
+// cursor (ListChanges, ListRequest.since): per share the site keeps a log
+// of changes, fed by one watch of the KV on the versions prefix and by its
+// own Commit and Prune at once, and marks again at each such List only the
+// versions whose marks may still change (not yet stable and persisted
+// everywhere). A delta thus costs the site its open versions and what
+// changed, and carries what changed, not the history. Watch sends an
+// event once the log holds the change it announces. changes.go has the
+// details.
+//
 // # Concurrency
 //
 // A Service is safe for concurrent use. Service.mu guards the clock of
@@ -118,5 +131,9 @@
 // chunkStore.writeMu serialises the applier's and the collector's writes
 // of locations, each a read of the locations it changes and an unsynced
 // commit; it comes before chunkStore.mu. Service.gcSem admits one
-// collection at a time and guards Service.gc.
+// collection at a time and guards Service.gc. Service.lists (the shares'
+// change logs) is a leaf; a shareLog's refreshMu serialises its
+// refreshes, held across their reads of frontiers and ack tables, and
+// comes before the log's mu, a leaf. One goroutine of the service watches
+// the KV's version records for the logs.
 package fileshare

@@ -20,6 +20,7 @@ type metrics struct {
 	chunksIn, chunkBytes  *prometheus.CounterVec
 	appliedDup            *prometheus.CounterVec
 	pruned                *prometheus.CounterVec
+	lists                 *prometheus.CounterVec
 	gc                    gcMetrics
 }
 
@@ -69,8 +70,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		live: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fileshare_gc_live_bytes",
 			Help: "Bytes of the chunks held here that a retained version (or a commit in progress) names, at the last collection."}),
 	}
+	m.lists = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fileshare_lists_total",
+		Help: "Lists of a whole share with a cursor answered here: in full (no cursor, or one this site does not know) or only what changed since the cursor (kind delta)."},
+		[]string{"share", "kind"})
 	if reg != nil {
-		reg.MustRegister(m.gc.relocated, m.gc.dropped, m.gc.live)
+		reg.MustRegister(m.gc.relocated, m.gc.dropped, m.gc.live, m.lists)
 	}
 	return m
 }
@@ -97,6 +101,14 @@ func (m *metrics) downloaded(share string, n int) {
 	share = shareLabel(share)
 	m.downChunks.WithLabelValues(share).Inc()
 	m.downBytes.WithLabelValues(share).Add(float64(n))
+}
+
+func (m *metrics) listed(share string, delta bool) {
+	kind := "full"
+	if delta {
+		kind = "delta"
+	}
+	m.lists.WithLabelValues(shareLabel(share), kind).Inc()
 }
 
 func (m *metrics) committed(share string) { m.commits.WithLabelValues(share).Inc() }

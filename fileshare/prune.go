@@ -73,6 +73,7 @@ func (s *Service) Prune(ctx context.Context, share string) (int, error) {
 		return 0, nil
 	}
 	res, err := s.kv.WriteBatch(ctx, ops, kv.WriteOptions{Wait: "none"})
+	s.wrote(share, ops, res)
 	if err != nil {
 		return 0, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -64,31 +65,136 @@ func (g *Server) Missing(ctx context.Context, r *filesharepb.MissingRequest) (*f
 	return out, nil
 }
 
-// PutChunks stores each chunk as it arrives and answers it in order.
+// Read-ahead of PutChunks: what one stream may hold received and not yet
+// stored, and so the most one batch stores.
+const (
+	putAheadBytes  = 16 << 20
+	putAheadChunks = 256
+)
+
+// PutChunks stores chunks in batches and answers each in order. A
+// goroutine receives ahead (up to putAheadBytes) while a batch is stored,
+// and the next batch is whatever arrived meanwhile: one append to the
+// files stream for all, where one per chunk would cost a round trip to the
+// node's loop each. A client that sends without waiting for answers thus
+// pays one round trip per batch.
 func (g *Server) PutChunks(st filesharepb.FileShare_PutChunksServer) error {
+	ra := newReadAhead(st)
+	defer ra.close()
 	for {
-		r, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
+		rs, err := ra.next()
+		if len(rs) == 0 {
+			return err // nil at the end of the stream
 		}
-		if err != nil {
-			return err
+		ups := make([]putItem, 0, len(rs))
+		var bad error
+		for _, r := range rs {
+			if len(r.Hash) != 32 {
+				bad = status.Errorf(codes.InvalidArgument, "fileshare: put chunk: hash %x is %d bytes, want 32", r.Hash, len(r.Hash))
+				break
+			}
+			ups = append(ups, putItem{Hash: [32]byte(r.Hash), Data: r.Data})
 		}
-		if len(r.Hash) != 32 {
-			return status.Errorf(codes.InvalidArgument, "fileshare: put chunk: hash %x is %d bytes, want 32", r.Hash, len(r.Hash))
+		done, perr := g.s.chunks.putBatch(st.Context(), ups)
+		for i, u := range done {
+			g.s.metrics.uploaded(rs[i].Share, len(u.Data), u.Dup)
+			err := st.Send(&filesharepb.PutChunkResponse{Hash: rs[i].Hash, Duplicate: u.Dup,
+				Ref: &filesharepb.ChunkRef{Hash: rs[i].Hash, Size: u.Ref.Size, Origin: u.Ref.Origin, Seq: u.Ref.Seq}})
+			if err != nil {
+				return err
+			}
 		}
-		ref, dup, err := g.s.chunks.put(st.Context(), [32]byte(r.Hash), r.Data)
-		if err != nil {
-			return toStatus(err)
+		if perr != nil {
+			return toStatus(perr)
 		}
-		g.s.metrics.uploaded(r.Share, len(r.Data), dup)
-		err = st.Send(&filesharepb.PutChunkResponse{Hash: r.Hash, Duplicate: dup,
-			Ref: &filesharepb.ChunkRef{Hash: r.Hash, Size: ref.Size, Origin: ref.Origin, Seq: ref.Seq}})
-		if err != nil {
-			return err
+		if bad != nil {
+			return bad
 		}
 	}
 }
+
+// readAhead receives a PutChunks stream's requests in a goroutine of its
+// own, so that they queue while the handler stores the ones before. The
+// goroutine ends at the stream's end or error, or, when the handler
+// returned first, once gRPC ends the stream (its Recv fails then): a
+// handler cannot end a Recv it is blocked in, so close does not wait.
+type readAhead struct {
+	ch     chan *filesharepb.PutChunkRequest // closed after err is set
+	err    error                             // nil at io.EOF
+	queued atomic.Int64                      // bytes in ch
+	room   chan struct{}                     // a request left ch; buffered 1
+	quit   chan struct{}                     // the handler returned
+}
+
+func newReadAhead(st filesharepb.FileShare_PutChunksServer) *readAhead {
+	ra := &readAhead{ch: make(chan *filesharepb.PutChunkRequest, putAheadChunks), room: make(chan struct{}, 1),
+		quit: make(chan struct{})}
+	go ra.receive(st)
+	return ra
+}
+
+func (ra *readAhead) receive(st filesharepb.FileShare_PutChunksServer) {
+	defer close(ra.ch)
+	for {
+		r, err := st.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				ra.err = err
+			}
+			return
+		}
+		n := int64(len(r.Data))
+		for q := ra.queued.Load(); q > 0 && q+n > putAheadBytes; q = ra.queued.Load() {
+			select {
+			case <-ra.room:
+			case <-ra.quit:
+				return
+			}
+		}
+		ra.queued.Add(n)
+		select {
+		case ra.ch <- r:
+		case <-ra.quit:
+			return
+		}
+	}
+}
+
+// next waits for a request and returns it with those queued behind it, up
+// to putAheadBytes; none with the stream's error (nil at its end).
+func (ra *readAhead) next() ([]*filesharepb.PutChunkRequest, error) {
+	r, ok := <-ra.ch
+	if !ok {
+		return nil, ra.err
+	}
+	rs := []*filesharepb.PutChunkRequest{r}
+	n := int64(len(r.Data))
+	for n < putAheadBytes && len(rs) < putAheadChunks {
+		select {
+		case r, ok := <-ra.ch:
+			if !ok {
+				return ra.took(rs, n), nil // the end or error comes next
+			}
+			rs = append(rs, r)
+			n += int64(len(r.Data))
+			continue
+		default:
+		}
+		break
+	}
+	return ra.took(rs, n), nil
+}
+
+func (ra *readAhead) took(rs []*filesharepb.PutChunkRequest, n int64) []*filesharepb.PutChunkRequest {
+	ra.queued.Add(-n)
+	select {
+	case ra.room <- struct{}{}:
+	default:
+	}
+	return rs
+}
+
+func (ra *readAhead) close() { close(ra.quit) }
 
 func (g *Server) Commit(ctx context.Context, r *filesharepb.CommitRequest) (*filesharepb.CommitResponse, error) {
 	vs, err := g.s.Commit(ctx, r.Share, r.Files, CommitOptions{Commit: r.Commit, NoWait: r.NoWait, Early: r.Early,
@@ -100,6 +206,13 @@ func (g *Server) Commit(ctx context.Context, r *filesharepb.CommitRequest) (*fil
 }
 
 func (g *Server) List(ctx context.Context, r *filesharepb.ListRequest) (*filesharepb.ListResponse, error) {
+	if (r.Track || len(r.Since) > 0) && r.Path == "" {
+		l, err := g.s.ListChanges(ctx, r.Share, r.Since)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		return &filesharepb.ListResponse{Versions: l.Versions, Site: g.s.node.Site(), Cursor: l.Cursor, Delta: l.Delta, Gone: l.Gone}, nil
+	}
 	vs, err := g.s.List(ctx, r.Share, r.Path)
 	if err != nil {
 		return nil, toStatus(err)
@@ -115,7 +228,9 @@ const WatchEvery = 20 * time.Millisecond
 // Watch sends an event after every change of the share's versions applied
 // here and every frontier advance of the share's visibility predicate on
 // the kv and files streams (a version may have become stable), at most one
-// per WatchEvery.
+// per WatchEvery. Changes of records come from the share's change log, so
+// an event is sent once the log holds what it announces: a List after it
+// sees the change, whole or as a delta.
 func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_WatchServer) error {
 	ctx := st.Context()
 	sh, err := g.s.Share(ctx, r.Share)
@@ -133,19 +248,10 @@ func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_Wat
 			defer release()
 		}
 	}
-	changed := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
+	t, err := g.s.shareLog(ctx, r.Share)
+	if err != nil {
+		return toStatus(err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- g.s.kv.Watch(ctx, pathPrefix(r.Share, ""), "", func(kv.Version) error { poke(); return nil })
-	}()
 	w := g.s.node.WatchFrontiers(256, func(a stabilizer.FrontierAdvance) bool {
 		return (a.Stream.Name == Stream || a.Stream.Name == kv.Stream) && (!named || a.Predicate == sh.Visibility)
 	})
@@ -156,19 +262,25 @@ func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_Wat
 	tick := time.NewTicker(WatchEvery)
 	defer tick.Stop()
 	dirty := false
+	changed := t.changes()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-g.s.ctx.Done():
 			return status.Error(codes.Unavailable, "fileshare: site shutting down")
-		case err := <-done:
-			if ctx.Err() != nil {
-				return nil
-			}
-			return toStatus(err)
 		case <-changed:
+			dirty, changed = true, t.changes()
+		case <-t.dead:
+			// The log starts over: clients List in full.
 			dirty = true
+			if t, err = g.s.shareLog(ctx, r.Share); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return toStatus(err)
+			}
+			changed = t.changes()
 		case <-w.C:
 			dirty = true
 		case <-tick.C:

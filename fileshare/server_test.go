@@ -1,9 +1,12 @@
 package fileshare
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"net"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -12,6 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
+	"github.com/stabilizer/stabilizer/stabilizer"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest"
 )
 
 // TestPutChunksAnswersInOrder: chunks sent on one stream without waiting
@@ -69,6 +74,143 @@ func TestPutChunksAnswersInOrder(t *testing.T) {
 	for i := range bad {
 		if _, ok, err := c.svc(us).chunks.lookup(hashes[i]); err != nil || !ok {
 			t.Errorf("chunk %d answered but not held: %v %v", i, ok, err)
+		}
+	}
+}
+
+// fakePutStream is a PutChunks stream whose requests are all there at
+// once; it counts the Recv calls.
+type fakePutStream struct {
+	grpc.ServerStream
+	ctx   context.Context
+	mu    sync.Mutex
+	reqs  []*filesharepb.PutChunkRequest
+	recvs int
+	sent  []*filesharepb.PutChunkResponse
+}
+
+func (f *fakePutStream) Context() context.Context { return f.ctx }
+
+func (f *fakePutStream) Recv() (*filesharepb.PutChunkRequest, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recvs++
+	if len(f.reqs) == 0 {
+		return nil, io.EOF
+	}
+	r := f.reqs[0]
+	f.reqs = f.reqs[1:]
+	return r, nil
+}
+
+func (f *fakePutStream) Send(r *filesharepb.PutChunkResponse) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sent = append(f.sent, r)
+	return nil
+}
+
+func (f *fakePutStream) received() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.recvs
+}
+
+// TestPutChunksAppendsWhatArrivedTogetherAtOnce: chunks that arrive while
+// the site stores earlier ones are stored with one append to the files
+// stream (one round trip to the node's loop), not one each, and answered
+// in order: a chunk sent twice and one the site held already are answered
+// as duplicates with the ref of the stored copy.
+func TestPutChunksAppendsWhatArrivedTogetherAtOnce(t *testing.T) {
+	c := newCluster(t, us)
+	s := c.svc(us)
+	ctx := ctxT(t)
+	held := []byte("a chunk the site holds already")
+	heldRef, _, err := s.chunks.put(ctx, sha256.Sum256(held), held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	st := &fakePutStream{ctx: ctx}
+	var want [][]byte
+	for i := range n {
+		data := fmt.Appendf(nil, "chunk %d of a checkpoint shard", i)
+		switch i {
+		case 20:
+			data = want[10] // sent twice
+		case 30:
+			data = held
+		}
+		want = append(want, data)
+		h := sha256.Sum256(data)
+		st.reqs = append(st.reqs, &filesharepb.PutChunkRequest{Hash: h[:], Data: data, Share: "ckpt"})
+	}
+	var calls []int
+	var mu sync.Mutex
+	s.chunks.mu.Lock()
+	appendBatch := s.chunks.mu.appendBatch
+	s.chunks.mu.appendBatch = func(ctx context.Context, stream string, payloads [][]byte) ([]stabilizer.Appended, error) {
+		mu.Lock()
+		calls = append(calls, len(payloads))
+		first := len(calls) == 1
+		mu.Unlock()
+		if first {
+			// Hold the first batch until every chunk was received: the
+			// rest queue behind it.
+			stabilizertest.Eventually(t, 0, func() error {
+				if r := st.received(); r <= n {
+					return fmt.Errorf("%d of %d requests received", r, n+1)
+				}
+				return nil
+			})
+		}
+		return appendBatch(ctx, stream, payloads)
+	}
+	s.chunks.mu.Unlock()
+	if err := NewServer(s).PutChunks(st); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) > 2 || len(calls) == 0 {
+		t.Fatalf("%d appends (of %v chunks) for %d chunks: want the chunks queued behind the first batch appended at once", len(calls), calls, n)
+	}
+	stored := 0
+	for _, k := range calls {
+		stored += k
+	}
+	if stored != n-2 {
+		t.Fatalf("appended %d chunks, want %d (all but the two duplicates)", stored, n-2)
+	}
+	if len(st.sent) != n {
+		t.Fatalf("%d answers for %d chunks", len(st.sent), n)
+	}
+	seqs := map[uint64]int{}
+	for i, r := range st.sent {
+		h := sha256.Sum256(want[i])
+		if [32]byte(r.Hash) != h || r.Ref == nil || r.Ref.Seq == 0 || r.Ref.Size != uint32(len(want[i])) {
+			t.Fatalf("answer %d: hash %x ref %v, want hash %x", i, r.Hash[:4], r.Ref, h[:4])
+		}
+		switch i {
+		case 20:
+			if !r.Duplicate || r.Ref.Seq != st.sent[10].Ref.Seq {
+				t.Fatalf("answer 20 (chunk 10 again): dup %v seq %d, want a duplicate at seq %d", r.Duplicate, r.Ref.Seq, st.sent[10].Ref.Seq)
+			}
+		case 30:
+			if !r.Duplicate || r.Ref.Seq != heldRef.Seq {
+				t.Fatalf("answer 30 (held already): dup %v seq %d, want a duplicate at seq %d", r.Duplicate, r.Ref.Seq, heldRef.Seq)
+			}
+		default:
+			if r.Duplicate {
+				t.Fatalf("answer %d: a duplicate", i)
+			}
+			if j, ok := seqs[r.Ref.Seq]; ok {
+				t.Fatalf("answers %d and %d at seq %d", j, i, r.Ref.Seq)
+			}
+			seqs[r.Ref.Seq] = i
+		}
+		if _, ok, err := s.chunks.lookup(h); err != nil || !ok {
+			t.Fatalf("chunk %d answered but not held: %v %v", i, ok, err)
 		}
 	}
 }

@@ -149,6 +149,14 @@ type Service struct {
 		answered map[[32]byte]time.Time
 	}
 
+	// lists holds the shares' change logs (changes.go), made on first
+	// use.
+	lists struct {
+		sync.Mutex
+		closed bool
+		shares map[string]*shareLog
+	}
+
 	mu struct {
 		sync.Mutex
 		closed bool
@@ -170,6 +178,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, node: cfg.Node, kv: cfg.KV, log: cfg.Logger, gcSem: make(chan struct{}, 1)}
 	s.gc.answered = map[[32]byte]time.Time{}
+	s.lists.shares = map[string]*shareLog{}
 	s.metrics = newMetrics(cfg.Registerer)
 	s.chunks = newChunkStore(ns, cfg.Node, s.metrics, s.log)
 	if err := cfg.Node.HandleBulk(Stream, s.chunks); err != nil {
@@ -181,7 +190,7 @@ func New(cfg Config) (*Service, error) {
 
 // Start begins the service's background work; the node must be running.
 func (s *Service) Start() error {
-	for _, fn := range []func(){s.gaugeLoop, s.pruneLoop, s.gcLoop} {
+	for _, fn := range []func(){s.gaugeLoop, s.pruneLoop, s.gcLoop, s.watchVersions} {
 		if err := s.goBackground(fn); err != nil {
 			return err
 		}
@@ -195,6 +204,9 @@ func (s *Service) Close() error {
 	s.mu.Lock()
 	s.mu.closed = true
 	s.mu.Unlock()
+	s.lists.Lock()
+	s.lists.closed = true
+	s.lists.Unlock()
 	s.cancel()
 	s.wg.Wait()
 	return nil

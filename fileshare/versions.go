@@ -83,6 +83,7 @@ func (s *Service) Commit(ctx context.Context, share string, files []*filesharepb
 		ops[i] = kv.Op{Key: versionKey(share, v.Path, v.Id), Value: b}
 	}
 	res, err := s.kv.WriteBatch(ctx, ops, kv.WriteOptions{Wait: wait})
+	s.wrote(share, ops, res)
 	if err != nil {
 		return nil, fmt.Errorf("fileshare: commit to %q: %w", share, err)
 	}
@@ -277,13 +278,20 @@ func (st *stability) persistedAt(ctx context.Context, id stabilizer.StreamID, si
 func (st *stability) mark(ctx context.Context, v *filesharepb.Version, origin string, seq uint64) {
 	need := map[stabilizer.StreamID]uint64{{Origin: origin, Name: kv.Stream}: seq}
 	located := st.s.chunks.needs(need, v)
-	v.Stable = located
+	v.Stable, v.PersistedAt = st.markNeed(ctx, need, located)
+}
+
+// markNeed says whether entries up to need (per stream, the highest seq)
+// are stable, and at which sites they are persisted, sorted; located false
+// (a chunk not held here) makes neither hold.
+func (st *stability) markNeed(ctx context.Context, need map[stabilizer.StreamID]uint64, located bool) (bool, []string) {
+	stable := located
 	for id, q := range need {
 		if st.frontier(ctx, id) < q {
-			v.Stable = false
+			stable = false
 		}
 	}
-	v.PersistedAt = v.PersistedAt[:0]
+	var at []string
 	for i, site := range st.sites {
 		ok := located
 		for id, q := range need {
@@ -292,8 +300,9 @@ func (st *stability) mark(ctx context.Context, v *filesharepb.Version, origin st
 			}
 		}
 		if ok {
-			v.PersistedAt = append(v.PersistedAt, site)
+			at = append(at, site)
 		}
 	}
-	slices.Sort(v.PersistedAt)
+	slices.Sort(at)
+	return stable, at
 }

@@ -244,13 +244,17 @@ func metric(t *testing.T, s siteInfo, name, match string) float64 {
 	return sum
 }
 
-// cached is what a client's download cache holds, in bytes.
-func cached(folder string) int64 {
+// partialBytes is what a client's partial files hold: their allocated
+// blocks (a partial file is as long as its version from the start, and
+// holds what was fetched into it).
+func partialBytes(folder string) int64 {
 	var n int64
-	_ = filepath.WalkDir(filepath.Join(folder, ".stabsync", "chunks"), func(_ string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(filepath.Join(folder, ".stabsync", "partial"), func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if info, err := d.Info(); err == nil {
-				n += info.Size()
+				if st, ok := info.Sys().(*syscall.Stat_t); ok {
+					n += st.Blocks * 512
+				}
 			}
 		}
 		return nil
@@ -273,7 +277,8 @@ func (b *fileBed) waitFile(path string, want [32]byte, d time.Duration) {
 }
 
 // TestFilesKill9ClientResumes: a client killed with SIGKILL while it
-// fetches a file resumes from the chunks it had cached, not from scratch.
+// fetches a file resumes from the chunks its partial file holds, not from
+// scratch.
 func TestFilesKill9ClientResumes(t *testing.T) {
 	b := newFileBed(t)
 	b.initFolders()
@@ -286,24 +291,24 @@ func TestFilesKill9ClientResumes(t *testing.T) {
 	// The eu client prefetches chunks as they cross the slow link.
 	var atKill int64
 	until(t, time.Now().Add(30*time.Second), func() error {
-		atKill = cached(b.folders["eu-west-1"])
+		atKill = partialBytes(b.folders["eu-west-1"])
 		if atKill < 8<<20 {
-			return fmt.Errorf("eu client caches %d bytes", atKill)
+			return fmt.Errorf("eu client holds %d bytes in partial files", atKill)
 		}
 		return nil
 	})
 	b.kill9Client("eu-west-1")
 	if _, err := os.Stat(target); err == nil || atKill >= size {
-		t.Fatalf("the download had finished before the kill (%d of %d bytes cached): no fault happened", atKill, size)
+		t.Fatalf("the download had finished before the kill (%d of %d bytes fetched): no fault happened", atKill, size)
 	}
 	served := metric(t, eu, "fileshare_downloaded_bytes_total", `share="ckpt"`)
 	b.runClient("eu-west-1")
 	b.waitFile(target, want, 60*time.Second)
 	total := metric(t, eu, "fileshare_downloaded_bytes_total", `share="ckpt"`)
-	t.Logf("cached %d MiB at the kill; the site served %.1f MiB before it, %.1f MiB in all for a %d MiB file",
+	t.Logf("%d MiB in the partial file at the kill; the site served %.1f MiB before it, %.1f MiB in all for a %d MiB file",
 		atKill>>20, served/(1<<20), total/(1<<20), size>>20)
 	if total > served+float64(size-atKill/2) {
-		t.Errorf("after the restart the client fetched %.1f MiB of a %d MiB file although %d MiB were cached: it started over",
+		t.Errorf("after the restart the client fetched %.1f MiB of a %d MiB file although its partial file held %d MiB: it started over",
 			(total-served)/(1<<20), size>>20, atKill>>20)
 	}
 }

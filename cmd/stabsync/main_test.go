@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stabilizer/stabilizer/fileshare/client"
@@ -138,4 +141,56 @@ func TestCommandsAgainstAFakeSite(t *testing.T) {
 	if code, out, _ := stabsync(t, "run", "--help"); code != 0 || !strings.Contains(out, "Examples:") {
 		t.Fatalf("run --help: %d %s", code, out)
 	}
+}
+
+// TestProgressOfTransfersSideBySide: transfers reported from several
+// goroutines at once end up in one bar that reaches their total, and a
+// failed one is said on a line of its own.
+func TestProgressOfTransfersSideBySide(t *testing.T) {
+	var buf syncBuffer
+	b := newBars(&buf)
+	trs := make([]client.Transfer, 4)
+	for i := range trs {
+		trs[i] = client.Transfer{Dir: client.Upload, Path: fmt.Sprintf("step-1/shard-%d", i), Bytes: 4 << 20}
+		b.Started(trs[i])
+	}
+	var wg sync.WaitGroup
+	for i, tr := range trs {
+		wg.Go(func() {
+			for range 4 {
+				tr.Done += 1 << 20
+				b.Advanced(tr)
+			}
+			var err error
+			if i == 3 {
+				err = errors.New("site unavailable")
+			}
+			b.Finished(tr, err)
+		})
+	}
+	wg.Wait()
+	out := buf.String()
+	if !strings.Contains(out, "17/17 MB") || !strings.Contains(out, "upload step-1/shard-3: stopped after 4.0MiB of 4.0MiB: site unavailable") {
+		t.Fatalf("progress output:\n%s", out)
+	}
+	if b.bar != nil || len(b.active) != 0 {
+		t.Fatalf("a bar is left with %d transfers", len(b.active))
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

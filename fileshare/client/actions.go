@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"strings"
 	"time"
@@ -91,8 +90,25 @@ func (s *Syncer) hashFile(p string) (fileInfo, error) {
 
 // execute carries out the actions in order. Uploads of one commit go in
 // one Commit request at the first one's place, downloads of one commit
-// together at the first one's place.
-func (s *Syncer) execute(ctx context.Context, acts []plan.Action, rule plan.CommitRule, res *Result) {
+// together at the first one's place. Uploads run side by side (ups): the
+// next action of another kind waits until they are done, so the order
+// between kinds holds.
+func (s *Syncer) execute(ctx context.Context, ups *uploads, acts []plan.Action, rule plan.CommitRule, res *Result) {
+	count := func(group []plan.Action, err error) {
+		a := group[0]
+		switch {
+		case err == nil:
+			res.Actions += len(group)
+		case errors.Is(err, errNotHeld):
+			res.Waiting += len(group)
+			s.log.Debug("waiting for chunks", "path", a.Path)
+		case ctx.Err() != nil:
+		default:
+			res.Failed += len(group)
+			s.log.Warn("action failed", "path", a.Path, "error", err)
+		}
+	}
+	defer ups.wait(count)
 	done := make([]bool, len(acts))
 	for i, a := range acts {
 		if done[i] {
@@ -120,10 +136,13 @@ func (s *Syncer) execute(ctx context.Context, acts []plan.Action, rule plan.Comm
 				}
 			}
 		}
+		if a.Kind == plan.ActUpload {
+			ups.start(group, a.Commit != "")
+			continue
+		}
+		ups.wait(count)
 		var err error
 		switch a.Kind {
-		case plan.ActUpload:
-			err = s.upload(ctx, group, a.Commit != "")
 		case plan.ActTombstone:
 			err = s.tombstone(ctx, a)
 		case plan.ActDownload:
@@ -135,236 +154,11 @@ func (s *Syncer) execute(ctx context.Context, acts []plan.Action, rule plan.Comm
 		case plan.ActHash:
 			err = s.hash(a.Path)
 		}
-		switch {
-		case err == nil:
-			res.Actions += len(group)
-		case errors.Is(err, errNotHeld):
-			res.Waiting += len(group)
-			s.log.Debug("waiting for chunks", "path", a.Path)
-		case ctx.Err() != nil:
+		count(group, err)
+		if ctx.Err() != nil {
 			return
-		default:
-			res.Failed += len(group)
-			s.log.Warn("action failed", "path", a.Path, "error", err)
 		}
 	}
-}
-
-// upload publishes local files: their chunks the site lacks, then one
-// Commit request for all of them (commit says they are one commit).
-//
-// The chunks go up first, then the versions are recorded. (The site can
-// also record versions before their chunks, CommitRequest.early, so that
-// other sites' clients fetch the chunks while they cross; measured on the
-// file bench it cost more than it saved: every List then locates each
-// chunk by hash, and prefetching rounds ask for chunks not arrived yet.)
-func (s *Syncer) upload(ctx context.Context, acts []plan.Action, commit bool) error {
-	var files []*filesharepb.FileVersion
-	var infos []fileInfo
-	start := time.Now()
-	for _, a := range acts {
-		info, err := s.prepareUpload(a)
-		if err != nil {
-			return err
-		}
-		if err := s.pushFile(ctx, a, info); err != nil {
-			return err
-		}
-		infos = append(infos, info)
-		files = append(files, &filesharepb.FileVersion{Path: a.Path, Parents: idStrings(a.Parents), Kept: idStrings(a.Kept),
-			Size: info.Size, Mode: info.Mode, Mtime: info.MTime, Chunks: chunkRefs(info.Chunks)})
-	}
-	pushed := time.Since(start)
-	var resp *filesharepb.CommitResponse
-	err := s.r.call(ctx, func(ctx context.Context, api filesharepb.FileShareClient) error {
-		var err error
-		resp, err = api.Commit(ctx, &filesharepb.CommitRequest{Share: s.cfg.Share, Files: files, Commit: commit, NoWait: true})
-		return err
-	})
-	if err != nil {
-		return s.r.explain("commit "+acts[0].Path, err)
-	}
-	s.log.Debug("committed", "first", acts[0].Path, "files", len(acts), "chunks_took", pushed, "commit_took", time.Since(start)-pushed)
-	if len(resp.Versions) != len(acts) {
-		return fmt.Errorf("client: commit %s: the site answered %d versions for %d files", acts[0].Path, len(resp.Versions), len(acts))
-	}
-	for i, v := range resp.Versions {
-		info := infos[i]
-		s.ix.Base[acts[i].Path] = plan.Base{Path: acts[i].Path, Version: plan.VersionID(v.Id), Content: info.Content,
-			Size: info.Size, MTime: info.MTime, Mode: info.Mode}
-		s.stats.filesUp.Add(1)
-		s.log.Info("uploaded", "path", acts[i].Path, "version", v.Id)
-	}
-	return s.ix.save(s.root)
-}
-
-// prepareUpload returns a local file's chunk list, as the index has it for
-// the file's stat or chunking it again.
-func (s *Syncer) prepareUpload(a plan.Action) (fileInfo, error) {
-	l, ok, err := s.statLocal(a.Path)
-	if err != nil || !ok {
-		return fileInfo{}, fmt.Errorf("client: upload %s: %w", a.Path, errors.Join(err, ErrChanged))
-	}
-	if a.Expect != nil && (l.Size != a.Expect.Size || l.MTime != a.Expect.MTime || l.Mode != a.Expect.Mode) {
-		return fileInfo{}, fmt.Errorf("client: upload %s: %w", a.Path, ErrChanged)
-	}
-	info, known := s.ix.Files[a.Path]
-	if !known || !info.matches(l) {
-		if info, err = s.hashFile(a.Path); err != nil {
-			return fileInfo{}, err
-		}
-	}
-	return info, nil
-}
-
-// prestage puts the chunks of a settled file of a commit directory whose
-// marker has not appeared yet. The site appends them to its files stream,
-// so they cross to the other sites while the trainer writes the rest of
-// the checkpoint; at the commit only what changed since is left to move
-// (the commit's upload asks the site what it lacks again). Nothing becomes
-// visible: no version names the chunks until the commit, and a checkpoint
-// abandoned half-way leaves chunks the site's collector drops after its
-// grace period. A failure here only costs the time it would have saved.
-func (s *Syncer) prestage(ctx context.Context, p string) {
-	info, ok := s.ix.Files[p]
-	if !ok {
-		return
-	}
-	start := time.Now()
-	err := s.pushFile(ctx, plan.Action{Path: p}, info)
-	if err != nil && ctx.Err() == nil {
-		s.log.Debug("prestage", "path", p, "error", err)
-		return
-	}
-	s.log.Debug("prestaged", "path", p, "took", time.Since(start))
-}
-
-// pushFile puts the chunks of a local file the site lacks and checks the
-// file did not change meanwhile.
-func (s *Syncer) pushFile(ctx context.Context, a plan.Action, info fileInfo) error {
-	// Which distinct chunks the site lacks.
-	var hashes [][]byte
-	seenH := map[plan.Hash]bool{}
-	for _, c := range info.Chunks {
-		if !seenH[c.Hash] {
-			seenH[c.Hash] = true
-			hashes = append(hashes, append([]byte(nil), c.Hash[:]...))
-		}
-	}
-	lack := map[plan.Hash]bool{}
-	for i := 0; i < len(hashes); i += missingBatch {
-		batch := hashes[i:min(i+missingBatch, len(hashes))]
-		var resp *filesharepb.MissingResponse
-		err := s.r.call(ctx, func(ctx context.Context, api filesharepb.FileShareClient) error {
-			var err error
-			resp, err = api.Missing(ctx, &filesharepb.MissingRequest{Hashes: batch, Share: s.cfg.Share})
-			return err
-		})
-		if err != nil {
-			return s.r.explain("missing chunks of "+a.Path, err)
-		}
-		for _, h := range resp.Missing {
-			lack[plan.Hash(h)] = true
-		}
-	}
-	s.stats.deduped.Add(int64(len(hashes) - len(lack)))
-	t := Transfer{Dir: Upload, Path: a.Path, Size: info.Size, Chunks: len(info.Chunks), Reused: len(hashes) - len(lack)}
-	for _, c := range info.Chunks {
-		if lack[c.Hash] {
-			t.Bytes += int64(c.Size)
-		}
-	}
-	if len(lack) > 0 {
-		s.startTransfer(t)
-		err := s.putChunks(ctx, a.Path, info, lack, &t)
-		s.finishTransfer(t, err)
-		if err != nil {
-			return err
-		}
-	}
-	after, ok, err := s.statLocal(a.Path)
-	if err != nil || !ok || !info.matches(after) {
-		return fmt.Errorf("client: upload %s: %w", a.Path, errors.Join(err, ErrChanged))
-	}
-	return nil
-}
-
-// putChunks streams the chunks in lack, read from the file at their
-// offsets and checked against their hashes, to the site.
-func (s *Syncer) putChunks(ctx context.Context, p string, info fileInfo, lack map[plan.Hash]bool, t *Transfer) error {
-	f, err := s.root.Open(p)
-	if err != nil {
-		return fmt.Errorf("client: upload %s: %w", p, err)
-	}
-	defer f.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	api, i, _ := s.r.api()
-	stream, err := api.PutChunks(ctx)
-	if err != nil {
-		s.r.failed(i)
-		return s.r.explain("put chunks of "+p, err)
-	}
-	sent := 0
-	recvErr := make(chan error, 1)
-	answers := make(chan struct{}, 1024)
-	go func() {
-		for {
-			_, err := stream.Recv()
-			if err != nil {
-				if errors.Is(err, io.EOF) {
-					err = nil
-				}
-				recvErr <- err
-				close(answers)
-				return
-			}
-			select {
-			case answers <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	var off int64
-	sending := map[plan.Hash]bool{}
-	var sendErr error
-	for _, c := range info.Chunks {
-		o := off
-		off += int64(c.Size)
-		if !lack[c.Hash] || sending[c.Hash] {
-			continue
-		}
-		sending[c.Hash] = true
-		buf := make([]byte, c.Size)
-		if _, err := f.ReadAt(buf, o); err != nil {
-			sendErr = fmt.Errorf("client: upload %s: %w", p, errors.Join(err, ErrChanged))
-			break
-		}
-		if sha256.Sum256(buf) != c.Hash {
-			sendErr = fmt.Errorf("client: upload %s: %w", p, ErrChanged)
-			break
-		}
-		if err := stream.Send(&filesharepb.PutChunkRequest{Hash: append([]byte(nil), c.Hash[:]...), Data: buf, Share: s.cfg.Share}); err != nil {
-			break // the receiver sees why
-		}
-		sent++
-		s.stats.chunksUp.Add(1)
-		s.stats.bytesUp.Add(int64(c.Size))
-		t.Done += int64(c.Size)
-		s.advanceTransfer(*t)
-	}
-	if sendErr != nil {
-		cancel()
-		<-recvErr
-		return sendErr
-	}
-	_ = stream.CloseSend()
-	err = <-recvErr
-	if err != nil {
-		s.r.failed(i)
-		return s.r.explain("put chunks of "+p, err)
-	}
-	return nil
 }
 
 // tombstone records a local delete.
@@ -475,9 +269,10 @@ func (s *Syncer) readLocal(h plan.Hash, at chunkLoc) ([]byte, bool) {
 	return b, true
 }
 
-// fetch makes every chunk of the versions available: in the cache, or in
-// a local file. Chunks the site lacks make it return errNotHeld after it
-// fetched the others. progress says whether to report transfers.
+// fetch lands every chunk of the versions in their partial files: copied
+// from where it already lies (another partial file, a local file), else
+// fetched from the site. Chunks the site lacks make it return errNotHeld
+// after it fetched the others. progress says whether to report transfers.
 func (s *Syncer) fetch(ctx context.Context, vs []plan.Version, progress bool) error {
 	local := s.localSources()
 	notHeld := false
@@ -495,30 +290,27 @@ func (s *Syncer) fetch(ctx context.Context, vs []plan.Version, progress bool) er
 			}
 			sizes[c.Hash] = c.Size
 			if !p.needs(c.Hash) {
-				t.Reused++ // fetched before, into the partial file
+				t.Reused++ // fetched before, into this partial file
 				if progress {
-					s.stats.fromCache.Add(1)
+					s.stats.fromPartial.Add(1)
 				}
 				continue
 			}
-			var b []byte
-			var ok bool
-			switch {
-			case s.cache.has(c.Hash):
-				b, ok = s.cache.get(c.Hash)
-				if ok && progress {
-					s.stats.fromCache.Add(1)
-				}
-			case local[c.Hash] != (chunkLoc{}):
-				b, ok = s.readLocal(c.Hash, local[c.Hash])
-				if ok && progress {
-					s.stats.fromLocal.Add(1)
+			b, ok := s.copyLanded(c.Hash)
+			if ok && progress {
+				s.stats.fromPartial.Add(1)
+			}
+			if !ok {
+				if at, found := local[c.Hash]; found {
+					if b, ok = s.readLocal(c.Hash, at); ok && progress {
+						s.stats.fromLocal.Add(1)
+					}
 				}
 			}
 			if ok {
 				t.Reused++
-				if err := p.put(c.Hash, b); err != nil {
-					return err
+				if err := s.put(p, c.Hash, b, true); err != nil {
+					return fmt.Errorf("client: download %s: %w", v.Path, err)
 				}
 				continue
 			}
@@ -548,7 +340,7 @@ func (s *Syncer) fetch(ctx context.Context, vs []plan.Version, progress bool) er
 	return nil
 }
 
-// getChunks fetches chunks into the cache, in batches.
+// getChunks fetches chunks into a partial file, in batches.
 func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Hash]uint32, t *Transfer, progress bool, p *part) error {
 	notHeld := false
 	for len(need) > 0 {
@@ -578,11 +370,8 @@ func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Ha
 				notHeld = true
 				continue
 			}
-			if err := s.cache.put(plan.Hash(cd.Hash), cd.Data); err != nil {
-				return err
-			}
-			if err := p.put(plan.Hash(cd.Hash), cd.Data); err != nil {
-				return err
+			if err := s.put(p, plan.Hash(cd.Hash), cd.Data, false); err != nil {
+				return fmt.Errorf("client: download %s: %w", t.Path, err)
 			}
 			s.stats.chunksDown.Add(1)
 			s.stats.bytesDown.Add(int64(len(cd.Data)))
@@ -598,47 +387,22 @@ func (s *Syncer) getChunks(ctx context.Context, need [][]byte, sizes map[plan.Ha
 	return nil
 }
 
-// assemble writes a version's bytes into a new file at tmp, from the
-// cache and local files, fsyncs it and gives it the version's mode and
-// mtime.
-func (s *Syncer) assemble(ctx context.Context, v plan.Version, tmp string) error {
-	if done, err := s.finish(v.ID, tmp); err != nil {
-		return err
-	} else if done {
-		return s.setMeta(v, tmp)
-	}
-	f, err := s.root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+// assemble makes a version's complete partial file the file at tmp (fsync,
+// rename) and gives it the version's mode and mtime.
+func (s *Syncer) assemble(v plan.Version, tmp string) error {
+	done, err := s.finish(v.ID, tmp)
 	if err != nil {
 		return fmt.Errorf("client: download %s: %w", v.Path, err)
 	}
-	local := s.localSources()
-	werr := func() error {
-		for _, c := range v.Chunks {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			b, ok := s.cache.get(c.Hash)
-			if !ok {
-				if at, found := local[c.Hash]; found {
-					b, ok = s.readLocal(c.Hash, at)
-				}
-			}
-			if !ok {
-				s.localSrc = nil
-				return fmt.Errorf("client: download %s: chunk %x gone from cache and folder: %w", v.Path, c.Hash[:8], ErrChanged)
-			}
-			if _, err := f.Write(b); err != nil {
-				return err
-			}
+	if !done {
+		// fetch completed it in this round; only a partial file removed
+		// or truncated behind our back gets here.
+		if p := s.parts[v.ID]; p != nil {
+			s.forget(p)
+			p.f.Close()
+			delete(s.parts, v.ID)
 		}
-		return f.Sync()
-	}()
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		_ = s.root.Remove(tmp)
-		return fmt.Errorf("client: download %s: %w", v.Path, werr)
+		return fmt.Errorf("client: download %s: its partial file is incomplete: %w", v.Path, ErrChanged)
 	}
 	return s.setMeta(v, tmp)
 }
@@ -680,7 +444,7 @@ func (s *Syncer) download(ctx context.Context, acts []plan.Action, rule plan.Com
 		v := a.Version
 		v.Path = a.Path
 		tmp := tmpName()
-		if err := s.assemble(ctx, v, tmp); err != nil {
+		if err := s.assemble(v, tmp); err != nil {
 			return err
 		}
 		if err := s.install(tmp, a); err != nil {
@@ -688,7 +452,6 @@ func (s *Syncer) download(ctx context.Context, acts []plan.Action, rule plan.Com
 			return err
 		}
 	}
-	s.dropCached(vs)
 	return nil
 }
 
@@ -775,7 +538,7 @@ func (s *Syncer) installDir(ctx context.Context, acts []plan.Action, rule plan.C
 		}
 		v := a.Version
 		v.Path = a.Path
-		if err := s.assemble(ctx, v, target); err != nil {
+		if err := s.assemble(v, target); err != nil {
 			return fail(err)
 		}
 		l, _, err := s.statLocal(target)
@@ -802,29 +565,16 @@ func (s *Syncer) installDir(ctx context.Context, acts []plan.Action, rule plan.C
 	if err := syncDir(s.root, parent); err != nil {
 		return true, err
 	}
-	vs := make([]plan.Version, len(acts))
 	for i, a := range acts {
-		vs[i] = a.Version
 		if err := s.recordDownload(a, stats[i]); err != nil {
 			return true, err
 		}
 	}
-	s.dropCached(vs)
 	s.log.Info("commit downloaded", "dir", dir, "files", len(acts), "commit", acts[0].Version.Commit)
 	return true, nil
 }
 
-// dropCached removes the chunks of versions now in the folder from the
-// cache: the files hold them.
-func (s *Syncer) dropCached(vs []plan.Version) {
-	for _, v := range vs {
-		for _, c := range v.Chunks {
-			s.cache.remove(c.Hash)
-		}
-	}
-}
-
-// prefetch fetches into the cache the chunks of versions not shown yet
+// prefetch fetches into their partial files the chunks of versions not shown yet
 // (not stable, or pending) that other sites wrote, as they reach the site.
 func (s *Syncer) prefetch(ctx context.Context, versions []plan.Version, view plan.View) {
 	pending := map[plan.VersionID]bool{}
@@ -845,17 +595,5 @@ func (s *Syncer) prefetch(ctx context.Context, versions []plan.Version, view pla
 	}
 	if err := s.fetch(ctx, vs, false); err != nil && !errors.Is(err, errNotHeld) {
 		s.log.Debug("prefetch", "error", err)
-	}
-}
-
-// gcCache empties the chunk cache when no download waits for it.
-func (s *Syncer) gcCache() {
-	dir := path.Join(safepath.StateDir, chunkDir)
-	ents, err := fs.ReadDir(s.root.FS(), dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		_ = s.root.RemoveAll(path.Join(dir, e.Name()))
 	}
 }

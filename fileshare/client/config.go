@@ -21,7 +21,6 @@ const (
 	indexFile  = "index.json"
 	statusFile = "status.json"
 	lockFile   = "lock"
-	chunkDir   = "chunks"
 	tmpDir     = "tmp"
 )
 
@@ -209,7 +208,7 @@ func Init(ctx context.Context, folder string, cfg Config, o InitOptions) (Share,
 	if err != nil {
 		return Share{}, r.explain("share "+cfg.Share, err)
 	}
-	for _, d := range []string{safepath.StateDir, path.Join(safepath.StateDir, tmpDir), path.Join(safepath.StateDir, chunkDir)} {
+	for _, d := range []string{safepath.StateDir, path.Join(safepath.StateDir, tmpDir)} {
 		if err := root.MkdirAll(d, 0o755); err != nil {
 			return Share{}, fmt.Errorf("client: %w", err)
 		}

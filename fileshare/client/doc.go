@@ -14,6 +14,16 @@
 // folder's scan, the site's List and the index; this package only does
 // the IO, action by action, in the order Decide gives.
 //
+// The client keeps the share's list between rounds (view.go): after the
+// first full List it asks its site only for what changed since its cursor
+// (ListRequest.since) and applies that, so a change of a share with a long
+// history costs the site and the wire the change, not the history. It
+// lists in full again when the site does not know its cursor (another
+// site after a failover, a restarted one, an older release that gives no
+// cursor) and every Options.FullListInterval as a safety net. The planner
+// is given every version held, exactly what a full List would say; a round
+// in which nothing changed at the site reuses the last Resolve.
+//
 // # Usage
 //
 //	_, err := client.Init(ctx, "/data/ckpt", client.Config{Sites: []string{"10.0.1.5:7003"}, Share: "ckpt"},
@@ -33,14 +43,19 @@
 // (per path the version last synced there and the stat right after, and
 // per local file its chunk list as of its stat, so that a file is chunked
 // once; written atomically after every action, so it survives kill -9),
-// chunks/ (the download cache: chunks by SHA-256, checked on every read,
-// so that an interrupted download resumes from what it fetched; emptied
-// when no download waits), partial/ (per version being downloaded, its file
-// assembled in place as chunks arrive, so that once it is stable only an
-// fsync and the rename are left; checked chunk by chunk when reopened
-// after a restart), tmp/ (temp files of assembly, removed by Open), lock
-// (one Run per folder) and status.json (what the running process is
-// doing, for stabsync status).
+// partial/ (per version being downloaded, its file assembled in place as
+// chunks arrive, so that once it is stable only an fsync and the rename are
+// left; checked chunk by chunk when reopened after a restart, so that an
+// interrupted download resumes from what it fetched), tmp/ (temp files of
+// assembly, removed by Open), lock (one Run per folder) and status.json
+// (what the running process is doing, for stabsync status).
+//
+// A downloaded byte is written once: into the version's partial file,
+// which becomes the file by a rename. There is no chunk cache (earlier
+// releases kept one in chunks/, which Open removes). A chunk needed again,
+// at another offset or by another version fetched in the same round, is
+// copied from the partial file it landed in, or from a local file whose
+// chunk list the index knows, and checked against its hash on the way.
 //
 // # Paths
 //
@@ -57,8 +72,16 @@
 //
 // Run owns two goroutines (notifications, the site's Watch stream), which
 // only kick the round loop; rounds (Run's, SyncOnce's) run one at a time
-// under runMu, which owns the index. mu guards what Status reads
-// (transfers, state) and is never held across IO; runMu is taken before
-// mu, never after. Close waits for Run's goroutines. Progress is called
-// from the round's goroutine.
+// under runMu, which owns the index. A round uploads side by side: it
+// prepares each upload (the index's chunk list, hashing if needed) and
+// starts it on a goroutine of its own, which pushes the files' chunks, at
+// most Options.Uploads files at once and within Options.UploadBytes of
+// chunk bytes not yet answered by the site, and commits them; the round
+// waits for its uploads before an action of another kind and before it
+// ends, and records them in the index itself. Uploads touch neither the
+// index nor the partial files. mu guards what Status reads (transfers,
+// state) and is never held across IO; saveMu serialises the writes of the
+// status file, from the round and its uploads, and is held across them.
+// The order is runMu, saveMu, mu. Close waits for Run's goroutines.
+// Progress is called from the round's goroutine and its uploads'.
 package client

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -183,41 +182,6 @@ func vsID(ids []string) []plan.VersionID {
 		out[i] = plan.VersionID(id)
 	}
 	return out
-}
-
-func TestDownloadResumesFromCachedChunks(t *testing.T) {
-	e := newEnv(t, &filesharepb.Share{Name: "docs"})
-	a := e.client("a", "us-east-1", Options{})
-	b := e.client("b", "eu-west-1", Options{})
-	data := randomBytes(t, 24<<20)
-	a.write("big.bin", string(data))
-	quiesce(t, a)
-	vs := e.cl.Versions()
-	chunks := len(vs[0].Chunks)
-	if chunks < 4 {
-		t.Fatalf("%d chunks: too few for the test", chunks)
-	}
-	site := e.sites["eu-west-1"]
-	site.FailGetChunksAfter(2)
-	res, _ := b.SyncOnce(context.Background())
-	if res.Failed != 1 {
-		t.Fatalf("first round %+v, want the download to fail", res)
-	}
-	if _, ok := b.read("big.bin"); ok {
-		t.Fatal("a partial download is visible")
-	}
-	served := site.ChunksServed()
-	if served != 2 {
-		t.Fatalf("served %d chunks before the failure, want 2", served)
-	}
-	quiesce(t, b)
-	got, _ := b.read("big.bin")
-	if !bytes.Equal([]byte(got), data) {
-		t.Fatal("big.bin differs after the resumed download")
-	}
-	if st := b.Stats(); st.ChunksFromCache < 2 || site.ChunksServed() != chunks {
-		t.Fatalf("resume refetched: served %d of %d chunks, from cache %d", site.ChunksServed(), chunks, st.ChunksFromCache)
-	}
 }
 
 func TestIndexSurvivesRestart(t *testing.T) {

@@ -23,13 +23,16 @@ type Transfer struct {
 	Size   int64 `json:"size"`
 	Chunks int   `json:"chunks"`
 	// Reused counts chunks not sent: the site held them (upload), or they
-	// came from the cache or from local files (download).
+	// were in the version's partial file already (a resumed download) or
+	// were copied from another partial file or a local file (download).
 	Reused int `json:"reused"`
 }
 
-// Progress receives the engine's transfers as they go. Calls come from the
-// goroutine running the round, one transfer at a time; an implementation
-// must not block for long.
+// Progress receives the engine's transfers as they go. Uploads run side by
+// side (Options.Uploads), so calls for different transfers may come from
+// several goroutines at once; the calls for one transfer come in order,
+// from one goroutine. An implementation must be safe for concurrent use
+// and must not block for long.
 type Progress interface {
 	// Started is called once per transfer, before any byte moves.
 	Started(t Transfer)
@@ -47,28 +50,28 @@ func (nopProgress) Finished(Transfer, error) {}
 
 // Stats counts what a Syncer moved since it was opened.
 type Stats struct {
-	BytesUploaded    int64 `json:"bytes_uploaded"`
-	ChunksUploaded   int64 `json:"chunks_uploaded"`
-	ChunksDeduped    int64 `json:"chunks_deduplicated"` // not uploaded: the site held them
-	BytesDownloaded  int64 `json:"bytes_downloaded"`
-	ChunksDownloaded int64 `json:"chunks_downloaded"`
-	ChunksFromCache  int64 `json:"chunks_from_cache"` // in the chunk cache already (a resumed download)
-	ChunksFromLocal  int64 `json:"chunks_from_local"` // read from files already in the folder
-	FilesUploaded    int64 `json:"files_uploaded"`
-	FilesDownloaded  int64 `json:"files_downloaded"`
-	FilesRemoved     int64 `json:"files_removed"`
-	Conflicts        int64 `json:"conflicts"`
-	Rounds           int64 `json:"rounds"`
+	BytesUploaded     int64 `json:"bytes_uploaded"`
+	ChunksUploaded    int64 `json:"chunks_uploaded"`
+	ChunksDeduped     int64 `json:"chunks_deduplicated"` // not uploaded: the site held them
+	BytesDownloaded   int64 `json:"bytes_downloaded"`
+	ChunksDownloaded  int64 `json:"chunks_downloaded"`
+	ChunksFromPartial int64 `json:"chunks_from_partial"` // in a partial file already: fetched before (a resumed download), or for another version
+	ChunksFromLocal   int64 `json:"chunks_from_local"`   // read from files already in the folder
+	FilesUploaded     int64 `json:"files_uploaded"`
+	FilesDownloaded   int64 `json:"files_downloaded"`
+	FilesRemoved      int64 `json:"files_removed"`
+	Conflicts         int64 `json:"conflicts"`
+	Rounds            int64 `json:"rounds"`
 }
 
 type stats struct {
-	bytesUp, chunksUp, deduped, bytesDown, chunksDown, fromCache, fromLocal atomic.Int64
-	filesUp, filesDown, removed, conflicts, rounds                          atomic.Int64
+	bytesUp, chunksUp, deduped, bytesDown, chunksDown, fromPartial, fromLocal atomic.Int64
+	filesUp, filesDown, removed, conflicts, rounds                            atomic.Int64
 }
 
 func (s *stats) snapshot() Stats {
 	return Stats{BytesUploaded: s.bytesUp.Load(), ChunksUploaded: s.chunksUp.Load(), ChunksDeduped: s.deduped.Load(),
-		BytesDownloaded: s.bytesDown.Load(), ChunksDownloaded: s.chunksDown.Load(), ChunksFromCache: s.fromCache.Load(),
+		BytesDownloaded: s.bytesDown.Load(), ChunksDownloaded: s.chunksDown.Load(), ChunksFromPartial: s.fromPartial.Load(),
 		ChunksFromLocal: s.fromLocal.Load(), FilesUploaded: s.filesUp.Load(), FilesDownloaded: s.filesDown.Load(),
 		FilesRemoved: s.removed.Load(), Conflicts: s.conflicts.Load(), Rounds: s.rounds.Load()}
 }

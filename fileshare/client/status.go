@@ -101,8 +101,11 @@ func (s *Syncer) finishTransfer(t Transfer, err error) {
 const statusEvery = 250 * time.Millisecond
 
 // saveStatus writes the status file (at most every statusEvery unless
-// force); called from the round only.
+// force). Uploads call it from their goroutines: saveMu serialises the
+// writes, so that an older snapshot never replaces a newer one.
 func (s *Syncer) saveStatus(force bool) {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
 	now := s.now()
 	if !force && now.Sub(s.lastSaveAt) < statusEvery {
 		return
@@ -134,7 +137,7 @@ func cmpStr(a, b string) int {
 }
 
 // writeStatus records the end of a round.
-func (s *Syncer) writeStatus(site string, _ []*filesharepb.Version, view plan.View, _ map[string]plan.Local) {
+func (s *Syncer) writeStatus(site string, view plan.View) {
 	s.mu.Lock()
 	s.mu.status.Site = site
 	switch {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
 	"slices"
@@ -45,6 +44,20 @@ type Options struct {
 	// CaseInsensitive treats the folder as on a case-folding filesystem
 	// whatever Init's probe found.
 	CaseInsensitive bool
+	// Uploads is how many files push their chunks to the site at once,
+	// each on a stream of its own (default DefaultUploads, 4): the files
+	// of a checkpoint go up side by side.
+	Uploads int
+	// UploadBytes bounds the chunk bytes read for uploads and not yet
+	// stored by the site, all uploads together (default
+	// DefaultUploadBytes, 64 MiB), so that memory stays bounded whatever
+	// the number and size of the files. A chunk larger than it still goes,
+	// alone.
+	UploadBytes int64
+	// FullListInterval is how often the client lists its share in full
+	// although the site answers only what changed since its last List
+	// (default DefaultFullListInterval, 5 min): a safety net.
+	FullListInterval time.Duration
 }
 
 // Syncer syncs one folder with its share. Open makes one; Run syncs until
@@ -58,20 +71,32 @@ type Syncer struct {
 	progress Progress
 	now      func() time.Time
 	r        *remote
-	cache    cache
 	stats    stats
 	kick     chan struct{} // a round is due; buffered 1
+	upSlots  chan struct{} // one per file pushing chunks (Options.Uploads)
+	upBudget *budget       // chunk bytes sent and not yet answered (Options.UploadBytes)
+
+	fullListEvery time.Duration // Options.FullListInterval
 
 	// Owned by the round (runMu).
-	runMu      sync.Mutex
-	ix         *index
-	seen       map[string]seen
-	share      *Share
-	allowOnce  bool
-	badLogged  map[string]bool
+	runMu     sync.Mutex
+	ix        *index
+	seen      map[string]seen
+	share     *Share
+	allowOnce bool
+	badLogged map[string]bool
+	// pathChecks: per path of the share, why it is refused ("" if not).
+	pathChecks map[string]string
 	localSrc   map[plan.Hash]chunkLoc   // chunks of local files, for downloads; nil until needed
 	parts      map[plan.VersionID]*part // files being assembled in place (partial.go)
-	lastSaveAt time.Time
+	landings   map[plan.Hash]landing    // where chunks lie in parts, for the other versions that need them
+	list       shareList                // the share's list as last answered (view.go)
+
+	// saveMu serialises writes of the status file (saveStatus), from the
+	// round and from its uploads; it comes after runMu and before mu, and
+	// is held across the write.
+	saveMu     sync.Mutex
+	lastSaveAt time.Time // guarded by saveMu
 
 	mu struct {
 		sync.Mutex
@@ -116,18 +141,27 @@ func Open(folder string, o Options) (*Syncer, error) {
 		cfg.RetryInterval = Duration(o.RetryInterval)
 	}
 	cfg.CaseInsensitive = cfg.CaseInsensitive || o.CaseInsensitive
-	for _, d := range []string{path.Join(safepath.StateDir, tmpDir), path.Join(safepath.StateDir, chunkDir)} {
-		if err := root.MkdirAll(d, 0o755); err != nil {
-			root.Close()
-			return nil, fmt.Errorf("client: %w", err)
-		}
+	if err := root.MkdirAll(path.Join(safepath.StateDir, tmpDir), 0o755); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("client: %w", err)
 	}
-	// Temp files of a process that died: never renamed into place.
-	if ents, err := fs.ReadDir(root.FS(), path.Join(safepath.StateDir, tmpDir)); err == nil {
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), tmpPrefix) {
-				_ = root.RemoveAll(path.Join(safepath.StateDir, tmpDir, e.Name()))
+	// Leftovers of a process that died, unless a stabsync run holds the
+	// folder (stabsync status opens it too): its temp files, never renamed
+	// into place, and the chunk cache of earlier releases (downloads
+	// resume from partial files now).
+	if lock, err := lockRoot(root, folder); err == nil {
+		if ents, err := fs.ReadDir(root.FS(), path.Join(safepath.StateDir, tmpDir)); err == nil {
+			for _, e := range ents {
+				if strings.HasPrefix(e.Name(), tmpPrefix) {
+					_ = root.RemoveAll(path.Join(safepath.StateDir, tmpDir, e.Name()))
+				}
 			}
+		}
+		err := root.RemoveAll(path.Join(safepath.StateDir, legacyChunkDir))
+		lock.Close()
+		if err != nil {
+			root.Close()
+			return nil, fmt.Errorf("client: remove the chunk cache of an earlier release: %w", err)
 		}
 	}
 	ix, err := loadIndex(root)
@@ -141,8 +175,9 @@ func Open(folder string, o Options) (*Syncer, error) {
 		return nil, err
 	}
 	s := &Syncer{folder: folder, root: root, cfg: cfg, log: o.Logger, progress: o.Progress, now: o.Now, r: r,
-		cache: cache{root: root}, kick: make(chan struct{}, 1), ix: ix, seen: map[string]seen{},
-		allowOnce: o.AllowMassDelete, badLogged: map[string]bool{}, parts: map[plan.VersionID]*part{}}
+		kick: make(chan struct{}, 1), ix: ix, seen: map[string]seen{},
+		allowOnce: o.AllowMassDelete, badLogged: map[string]bool{}, pathChecks: map[string]string{}, parts: map[plan.VersionID]*part{},
+		landings: map[plan.Hash]landing{}}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
 	}
@@ -151,6 +186,17 @@ func Open(folder string, o Options) (*Syncer, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if o.Uploads <= 0 {
+		o.Uploads = DefaultUploads
+	}
+	if o.UploadBytes <= 0 {
+		o.UploadBytes = DefaultUploadBytes
+	}
+	s.upSlots, s.upBudget = make(chan struct{}, o.Uploads), newBudget(o.UploadBytes)
+	s.fullListEvery = o.FullListInterval
+	if s.fullListEvery <= 0 {
+		s.fullListEvery = DefaultFullListInterval
 	}
 	s.mu.transfers = map[string]Transfer{}
 	return s, nil
@@ -179,10 +225,7 @@ func (s *Syncer) Close() error {
 	defer s.runMu.Unlock()
 	s.wg.Wait()
 	s.r.close()
-	for id, p := range s.parts {
-		p.f.Close()
-		delete(s.parts, id)
-	}
+	s.closeParts()
 	return s.root.Close()
 }
 
@@ -292,14 +335,16 @@ func (s *Syncer) Run(ctx context.Context) error {
 }
 
 // lock takes the folder's lock file, so that one Run syncs a folder.
-func (s *Syncer) lock() (*os.File, error) {
-	f, err := s.root.OpenFile(path.Join(safepath.StateDir, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
+func (s *Syncer) lock() (*os.File, error) { return lockRoot(s.root, s.folder) }
+
+func lockRoot(root *os.Root, folder string) (*os.File, error) {
+	f, err := root.OpenFile(path.Join(safepath.StateDir, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("client: lock: %w", err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("client: %s: %w", s.folder, ErrLocked)
+		return nil, fmt.Errorf("client: %s: %w", folder, ErrLocked)
 	}
 	return f, nil
 }
@@ -406,6 +451,11 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	rule := plan.CommitRule{Marker: sh.CommitMarker, Dirs: sh.CommitDirs}
+	// The round's uploads: prestages started by a pass go on while the
+	// next pass decides again, and the uploads of the last one wait for
+	// them (uploads.start).
+	ups := s.newUploads(ctx)
+	defer ups.wg.Wait()
 	for range 8 {
 		s.localSrc = nil
 		missing := s.folderMissing()
@@ -416,15 +466,11 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 			}
 		}
 		res.dirs, res.Wake = sc.dirs, sc.wake
-		pbs, site, err := s.r.list(ctx, "")
+		versions, site, err := s.listShare(ctx)
 		if err != nil {
-			return res, s.r.explain("list share "+s.cfg.Share, err)
+			return res, err
 		}
-		versions := make([]plan.Version, len(pbs))
-		for i, v := range pbs {
-			versions[i] = toPlan(v)
-		}
-		view := plan.Resolve(versions)
+		view := s.resolve(versions)
 		res.Refused = s.filterView(&view, loadIgnorer(s.root))
 		in := plan.Input{View: view, Local: sc.local, Base: s.ix.Base, FolderMissing: missing, Commit: rule}
 		dec := plan.Decide(in)
@@ -438,7 +484,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 			res.MassDelete = dec.MassDelete
 			s.log.Error("stopped: mass delete", "folder", s.folder, "error", dec.MassDelete.Error())
 			s.setMassDelete(dec.MassDelete)
-			s.writeStatus(site, pbs, view, sc.local)
+			s.writeStatus(site, view)
 			return res, nil
 		}
 		s.setMassDelete(nil)
@@ -449,7 +495,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 				if err := s.hash(a.Path); err != nil {
 					s.log.Info("hash", "path", a.Path, "error", err)
 				} else if rule.CommitDir(a.Path) != "" {
-					s.prestage(ctx, a.Path)
+					ups.prestage(a.Path)
 				}
 			}
 		}
@@ -461,16 +507,15 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 				res.Unsettled++
 			}
 		}
-		s.execute(ctx, dec.Actions, rule, &res)
+		s.execute(ctx, ups, dec.Actions, rule, &res)
 		if ctx.Err() == nil {
 			s.prefetch(ctx, versions, view)
 			if res.Waiting == 0 && res.Failed == 0 && len(view.Pending) == 0 && !anyUnstable(versions) {
-				s.gcCache()
 				s.dropParts()
 			}
 		}
 		s.stats.conflicts.Store(int64(len(view.Conflicts)))
-		s.writeStatus(site, pbs, view, sc.local)
+		s.writeStatus(site, view)
 		return res, nil
 	}
 	return res, nil
@@ -481,18 +526,11 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 // case-folding filesystem all but the lexically first of paths that fold
 // to the same name. It returns them with why, and logs each once.
 func (s *Syncer) filterView(v *plan.View, ig ignorer) []string {
-	var refused []string
-	refuse := func(p, why string) {
-		delete(v.Files, p)
-		refused = append(refused, p+": "+why)
-		if !s.badLogged[p] {
-			s.badLogged[p] = true
-			s.log.Warn("refusing a path of the share", "path", fmt.Sprintf("%q", p), "why", why)
-		}
-	}
-	for _, p := range slices.Sorted(maps.Keys(v.Files)) {
-		if err := safepath.Check(p); err != nil {
-			refuse(p, err.Error())
+	type refusal struct{ p, why string }
+	var refusals []refusal
+	for p := range v.Files {
+		if why := s.checkPath(p); why != "" {
+			refusals = append(refusals, refusal{p, why})
 		} else if ig.ignored(p, false) {
 			delete(v.Files, p) // ignored here: not an error
 		}
@@ -500,19 +538,45 @@ func (s *Syncer) filterView(v *plan.View, ig ignorer) []string {
 	if s.cfg.CaseInsensitive {
 		var shown []string
 		for p, x := range v.Files {
-			if !x.Deleted {
+			if !x.Deleted && s.checkPath(p) == "" {
 				shown = append(shown, p)
 			}
 		}
 		for _, g := range safepath.Collisions(shown) {
 			sort.Strings(g)
 			for _, p := range g[1:] {
-				refuse(p, "case-fold collision with "+g[0])
+				refusals = append(refusals, refusal{p, "case-fold collision with " + g[0]})
 			}
 		}
 	}
-	sort.Strings(refused)
+	slices.SortFunc(refusals, func(a, b refusal) int { return strings.Compare(a.p, b.p) })
+	refused := make([]string, 0, len(refusals))
+	for _, r := range refusals {
+		delete(v.Files, r.p)
+		refused = append(refused, r.p+": "+r.why)
+		if !s.badLogged[r.p] {
+			s.badLogged[r.p] = true
+			s.log.Warn("refusing a path of the share", "path", fmt.Sprintf("%q", r.p), "why", r.why)
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
 	return refused
+}
+
+// checkPath says why a path of the share is not one to materialize
+// (safepath.Check), "" if it is; remembered per path, as a share's paths
+// come back every round.
+func (s *Syncer) checkPath(p string) string {
+	why, ok := s.pathChecks[p]
+	if !ok {
+		if err := safepath.Check(p); err != nil {
+			why = err.Error()
+		}
+		s.pathChecks[p] = why
+	}
+	return why
 }
 
 func anyUnstable(vs []plan.Version) bool {

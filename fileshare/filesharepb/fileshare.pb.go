@@ -1013,8 +1013,17 @@ func (x *CommitResponse) GetVersions() []*Version {
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Share string                 `protobuf:"bytes,1,opt,name=share,proto3" json:"share,omitempty"`
-	// path, when set, lists only the versions of that path.
-	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// path, when set, lists only the versions of that path (and no cursor
+	// is given).
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// track asks for a cursor with the answer (ListResponse.cursor), to
+	// pass as since in the next List of the share at this site.
+	Track bool `protobuf:"varint,3,opt,name=track,proto3" json:"track,omitempty"`
+	// since, a cursor from an earlier answer of this site, asks for what
+	// changed since that answer only (ListResponse.delta). A cursor the
+	// site does not know (another site's, one from before a restart, one
+	// too old) gets the full list. Implies track.
+	Since         []byte `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1063,11 +1072,38 @@ func (x *ListRequest) GetPath() string {
 	return ""
 }
 
+func (x *ListRequest) GetTrack() bool {
+	if x != nil {
+		return x.Track
+	}
+	return false
+}
+
+func (x *ListRequest) GetSince() []byte {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 type ListResponse struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Versions []*Version             `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// versions: every version (a full list), or, when delta is set, the
+	// versions recorded, rewritten (pruned) or changed in stable or
+	// persisted_at since the cursor given, each whole. A client that holds
+	// the answer to the cursor and replaces by id what a delta names (and
+	// drops what gone names) holds what a full list would say.
+	Versions []*Version `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
 	// site is the site that answered.
-	Site          string `protobuf:"bytes,2,opt,name=site,proto3" json:"site,omitempty"`
+	Site string `protobuf:"bytes,2,opt,name=site,proto3" json:"site,omitempty"`
+	// cursor is set when asked for (track, since): the position of this
+	// answer, opaque, for the next List's since. A site that does not know
+	// cursors (an older one) leaves it unset and answers in full.
+	Cursor []byte `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// delta says the answer holds only what changed since the cursor given.
+	Delta bool `protobuf:"varint,4,opt,name=delta,proto3" json:"delta,omitempty"`
+	// gone: ids of versions no longer recorded since the cursor (delta only).
+	Gone          []string `protobuf:"bytes,5,rep,name=gone,proto3" json:"gone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1114,6 +1150,27 @@ func (x *ListResponse) GetSite() string {
 		return x.Site
 	}
 	return ""
+}
+
+func (x *ListResponse) GetCursor() []byte {
+	if x != nil {
+		return x.Cursor
+	}
+	return nil
+}
+
+func (x *ListResponse) GetDelta() bool {
+	if x != nil {
+		return x.Delta
+	}
+	return false
+}
+
+func (x *ListResponse) GetGone() []string {
+	if x != nil {
+		return x.Gone
+	}
+	return nil
 }
 
 type WatchRequest struct {
@@ -1396,13 +1453,18 @@ const file_fileshare_filesharepb_fileshare_proto_rawDesc = "" +
 	"\ano_wait\x18\x05 \x01(\bR\x06noWait\x12\x14\n" +
 	"\x05early\x18\x06 \x01(\bR\x05early\"N\n" +
 	"\x0eCommitResponse\x12<\n" +
-	"\bversions\x18\x01 \x03(\v2 .stabilizer.fileshare.v1.VersionR\bversions\"7\n" +
+	"\bversions\x18\x01 \x03(\v2 .stabilizer.fileshare.v1.VersionR\bversions\"c\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05share\x18\x01 \x01(\tR\x05share\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\"`\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x14\n" +
+	"\x05track\x18\x03 \x01(\bR\x05track\x12\x14\n" +
+	"\x05since\x18\x04 \x01(\fR\x05since\"\xa2\x01\n" +
 	"\fListResponse\x12<\n" +
 	"\bversions\x18\x01 \x03(\v2 .stabilizer.fileshare.v1.VersionR\bversions\x12\x12\n" +
-	"\x04site\x18\x02 \x01(\tR\x04site\"$\n" +
+	"\x04site\x18\x02 \x01(\tR\x04site\x12\x16\n" +
+	"\x06cursor\x18\x03 \x01(\fR\x06cursor\x12\x14\n" +
+	"\x05delta\x18\x04 \x01(\bR\x05delta\x12\x12\n" +
+	"\x04gone\x18\x05 \x03(\tR\x04gone\"$\n" +
 	"\fWatchRequest\x12\x14\n" +
 	"\x05share\x18\x01 \x01(\tR\x05share\"\"\n" +
 	"\n" +

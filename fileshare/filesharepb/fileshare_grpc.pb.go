@@ -50,7 +50,10 @@ type FileShareClient interface {
 	Missing(ctx context.Context, in *MissingRequest, opts ...grpc.CallOption) (*MissingResponse, error)
 	// PutChunks stores chunks at the site: each is checked against its hash,
 	// appended to the site's files stream (which replicates it) and answered
-	// with where it lives. A chunk the site holds already is answered at once.
+	// with where it lives, in the order sent. A chunk the site holds already
+	// is not stored again. Chunks that arrive while the site stores earlier
+	// ones are stored together, so a client should send without waiting for
+	// answers.
 	PutChunks(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PutChunkRequest, PutChunkResponse], error)
 	// Commit records file versions (one, or a directory's as one commit)
 	// once every chunk they name is held, and returns when they are stable
@@ -58,10 +61,12 @@ type FileShareClient interface {
 	// DEADLINE_EXCEEDED saying how far the acks got.
 	Commit(ctx context.Context, in *CommitRequest, opts ...grpc.CallOption) (*CommitResponse, error)
 	// List returns every version of the share this site knows, each marked
-	// stable or not.
+	// stable or not; or, given a cursor of an earlier answer (since), only
+	// what changed since.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	// Watch sends an event whenever the share changes at this site (a
-	// version applied, or one became stable), so a client knows to List.
+	// version applied, or one became stable), so a client knows to List:
+	// what an event announces is in the answer of a List sent after it.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error)
 	// GetChunks streams the bodies of chunks this site holds, in the order
 	// asked; a chunk it does not hold yet comes back with held = false.
@@ -201,7 +206,10 @@ type FileShareServer interface {
 	Missing(context.Context, *MissingRequest) (*MissingResponse, error)
 	// PutChunks stores chunks at the site: each is checked against its hash,
 	// appended to the site's files stream (which replicates it) and answered
-	// with where it lives. A chunk the site holds already is answered at once.
+	// with where it lives, in the order sent. A chunk the site holds already
+	// is not stored again. Chunks that arrive while the site stores earlier
+	// ones are stored together, so a client should send without waiting for
+	// answers.
 	PutChunks(grpc.BidiStreamingServer[PutChunkRequest, PutChunkResponse]) error
 	// Commit records file versions (one, or a directory's as one commit)
 	// once every chunk they name is held, and returns when they are stable
@@ -209,10 +217,12 @@ type FileShareServer interface {
 	// DEADLINE_EXCEEDED saying how far the acks got.
 	Commit(context.Context, *CommitRequest) (*CommitResponse, error)
 	// List returns every version of the share this site knows, each marked
-	// stable or not.
+	// stable or not; or, given a cursor of an earlier answer (since), only
+	// what changed since.
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	// Watch sends an event whenever the share changes at this site (a
-	// version applied, or one became stable), so a client knows to List.
+	// version applied, or one became stable), so a client knows to List:
+	// what an event announces is in the answer of a List sent after it.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error
 	// GetChunks streams the bodies of chunks this site holds, in the order
 	// asked; a chunk it does not hold yet comes back with held = false.

@@ -2,9 +2,11 @@ package filesharetest
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,7 +36,22 @@ type Cluster struct {
 		sites      map[string]*site
 		order      []string // site names in start order
 		changed    chan struct{}
+		// Lists with a cursor: per version id, what the last such List
+		// said of it and the generation it changed at; versions
+		// forgotten, with theirs. epoch voids every cursor when it moves.
+		listGen   uint64
+		listed    map[string]listedState
+		goneAt    map[string]uint64
+		epoch     uint64
+		noCursors bool
 	}
+}
+
+// listedState is what a List with a cursor last said of a version.
+type listedState struct {
+	gen         uint64
+	stable      bool
+	persistedAt []string
 }
 
 // site is one fake site's own state, guarded by Cluster.mu.
@@ -48,6 +65,10 @@ type site struct {
 	failAfter int                                // GetChunks: fail after this many chunks; < 0 never
 	served    int                                // chunks sent by GetChunks with held = true
 	put       int                                // chunks stored through PutChunks (not duplicates)
+	fullLists int                                // Lists answered in full
+	deltas    int                                // Lists answered with what changed since a cursor
+	holdPut   bool                               // PutChunks holds its answers back
+	puts      PutStats
 }
 
 // NewCluster returns a cluster with no shares and no sites.
@@ -58,6 +79,9 @@ func NewCluster() *Cluster {
 	c.mu.sites = map[string]*site{}
 	c.mu.wall = 1_700_000_000_000_000_000
 	c.mu.changed = make(chan struct{})
+	c.mu.listed = map[string]listedState{}
+	c.mu.goneAt = map[string]uint64{}
+	c.mu.epoch = 1
 	return c
 }
 
@@ -311,6 +335,85 @@ func (c *Cluster) list(share, path string) ([]*filesharepb.Version, error) {
 		}
 	}
 	return out, nil
+}
+
+// listChanges answers a List of a whole share with a cursor (track or
+// since), as a real site does: what changed since the cursor, or every
+// version when it is not one of this site's.
+func (c *Cluster) listChanges(site, share string, since []byte) (*filesharepb.ListResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.shares[share] == nil {
+		return nil, unknownShare(share)
+	}
+	var all []*filesharepb.Version
+	for _, v := range c.mu.versions {
+		if v.Share != share {
+			continue
+		}
+		d := c.decorateLocked(v)
+		all = append(all, d)
+		if old, ok := c.mu.listed[d.Id]; !ok || old.stable != d.Stable || !slices.Equal(old.persistedAt, d.PersistedAt) {
+			c.mu.listGen++
+			c.mu.listed[d.Id] = listedState{gen: c.mu.listGen, stable: d.Stable, persistedAt: d.PersistedAt}
+		}
+	}
+	cursor := fmt.Appendf(nil, "fake:%s:%d:%d", site, c.mu.epoch, c.mu.listGen)
+	var gen uint64
+	var epoch uint64
+	var from string
+	s := c.mu.sites[site]
+	if n, err := fmt.Sscanf(strings.ReplaceAll(string(since), ":", " "), "fake %s %d %d", &from, &epoch, &gen); err != nil || n != 3 ||
+		from != site || epoch != c.mu.epoch || gen > c.mu.listGen {
+		s.fullLists++
+		return &filesharepb.ListResponse{Versions: all, Site: site, Cursor: cursor}, nil
+	}
+	s.deltas++
+	out := &filesharepb.ListResponse{Site: site, Cursor: cursor, Delta: true}
+	for _, d := range all {
+		if c.mu.listed[d.Id].gen > gen {
+			out.Versions = append(out.Versions, d)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.mu.goneAt)) {
+		if c.mu.goneAt[id] > gen {
+			out.Gone = append(out.Gone, id)
+		}
+	}
+	return out, nil
+}
+
+// Forget removes a version, as a delete of its record in the KV would.
+func (c *Cluster) Forget(id plan.VersionID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.versions = slices.DeleteFunc(c.mu.versions, func(v *filesharepb.Version) bool { return v.Id == string(id) })
+	delete(c.mu.listed, string(id))
+	c.mu.listGen++
+	c.mu.goneAt[string(id)] = c.mu.listGen
+	c.changedLocked()
+}
+
+// ResetCursors voids every cursor given so far, as a site's restart does:
+// the next List of each client is answered in full.
+func (c *Cluster) ResetCursors() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.epoch++
+}
+
+// NoCursors makes the sites answer as older ones do (on): every List in
+// full, without a cursor.
+func (c *Cluster) NoCursors(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.noCursors = on
+}
+
+func (c *Cluster) cursorsOff() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.noCursors
 }
 
 func (c *Cluster) missing(name string, hashes [][]byte) [][]byte {

@@ -97,6 +97,15 @@ func (s *Server) ChunksServed() int {
 	return s.c.mu.sites[s.Site].served
 }
 
+// Lists counts the Lists of a whole share this site answered: in full,
+// and with what changed since a cursor.
+func (s *Server) Lists() (full, delta int) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	st := s.c.mu.sites[s.Site]
+	return st.fullLists, st.deltas
+}
+
 // ChunksPut counts the chunks stored through this site's PutChunks, not
 // counting duplicates.
 func (s *Server) ChunksPut() int {
@@ -121,7 +130,49 @@ func (s *Server) Missing(_ context.Context, r *filesharepb.MissingRequest) (*fil
 	return &filesharepb.MissingResponse{Missing: s.c.missing(s.Site, r.Hashes)}, nil
 }
 
+// HoldPutChunks makes this site's PutChunks streams hold back their
+// answers (on): each stores the chunk it received and waits before it
+// answers it and reads the next, until off.
+func (s *Server) HoldPutChunks(on bool) {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.sites[s.Site].holdPut = on
+	c.changedLocked()
+}
+
+// PutStats describes a site's PutChunks streams.
+type PutStats struct {
+	Open    int // streams open now
+	MaxOpen int // the most open at once so far
+	// Held: streams holding an answer back now (HoldPutChunks).
+	Held int
+	// Unanswered: chunk bytes received and not answered yet, now and at
+	// most so far.
+	Unanswered, MaxUnanswered int64
+}
+
+// PutStreams reports this site's PutChunks streams.
+func (s *Server) PutStreams() PutStats {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	return s.c.mu.sites[s.Site].puts
+}
+
 func (s *Server) PutChunks(stream filesharepb.FileShare_PutChunksServer) error {
+	c := s.c
+	c.mu.Lock()
+	st := c.mu.sites[s.Site]
+	st.puts.Open++
+	st.puts.MaxOpen = max(st.puts.MaxOpen, st.puts.Open)
+	c.changedLocked()
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		st.puts.Open--
+		c.changedLocked()
+		c.mu.Unlock()
+	}()
 	for {
 		r, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -130,10 +181,38 @@ func (s *Server) PutChunks(stream filesharepb.FileShare_PutChunksServer) error {
 		if err != nil {
 			return err
 		}
-		resp, err := s.c.putChunk(s.Site, r.Hash, r.Data)
+		resp, err := c.putChunk(s.Site, r.Hash, r.Data)
 		if err != nil {
 			return err
 		}
+		n := int64(len(r.Data))
+		c.mu.Lock()
+		st.puts.Unanswered += n
+		st.puts.MaxUnanswered = max(st.puts.MaxUnanswered, st.puts.Unanswered)
+		held := false
+		for st.holdPut {
+			if !held {
+				held = true
+				st.puts.Held++
+				c.changedLocked()
+			}
+			ch := c.mu.changed
+			c.mu.Unlock()
+			select {
+			case <-ch:
+			case <-stream.Context().Done():
+			}
+			c.mu.Lock()
+			if stream.Context().Err() != nil {
+				break
+			}
+		}
+		if held {
+			st.puts.Held--
+		}
+		st.puts.Unanswered -= n
+		c.changedLocked()
+		c.mu.Unlock()
 		if err := stream.Send(resp); err != nil {
 			return err
 		}
@@ -172,6 +251,19 @@ func (s *Server) Commit(ctx context.Context, r *filesharepb.CommitRequest) (*fil
 }
 
 func (s *Server) List(_ context.Context, r *filesharepb.ListRequest) (*filesharepb.ListResponse, error) {
+	if (r.Track || len(r.Since) > 0) && r.Path == "" && !s.c.cursorsOff() {
+		resp, err := s.c.listChanges(s.Site, r.Share, r.Since)
+		if err != nil {
+			return nil, err
+		}
+		sortByHLC(resp.Versions)
+		return resp, nil
+	}
+	if r.Path == "" {
+		s.c.mu.Lock()
+		s.c.mu.sites[s.Site].fullLists++
+		s.c.mu.Unlock()
+	}
 	vs, err := s.c.list(r.Share, r.Path)
 	if err != nil {
 		return nil, err
