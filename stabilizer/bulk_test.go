@@ -281,3 +281,57 @@ func TestBulkMovedOutOfPebble(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAppendStriped spreads appends over a striped transfer's stripes, one
+// per peer, by bytes given, and every site receives every stripe.
+func TestAppendStriped(t *testing.T) {
+	apps := map[string]*recorder{}
+	c := stabilizertest.NewCluster(t, stabilizertest.Options{Sites: []string{"a", "b", "c"},
+		Setup: func(site string, n *stabilizer.Node) error {
+			apps[site] = newRecorder()
+			names, err := n.HandleStriped("files", apps[site])
+			if err == nil && (len(names) != 2 || names[0] != "files" || names[1] != "files/1") {
+				err = fmt.Errorf("stripes %v, want [files files/1]", names)
+			}
+			return err
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := c.Node("a")
+	var payloads [][]byte
+	for i := range 10 {
+		payloads = append(payloads, chunk(uint64(i), 1000+i%2*9000)) // 1,000 and 10,000 bytes
+	}
+	got, err := a.AppendStriped(ctx, "files", payloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bytes := map[string]int{}
+	for i, g := range got {
+		bytes[g.Stream.Name] += len(payloads[i])
+	}
+	if d := bytes["files"] - bytes["files/1"]; d > 10000 || d < -10000 {
+		t.Errorf("stripes given %v bytes: more apart than one payload", bytes)
+	}
+	if _, err := a.AppendStriped(ctx, "nope", payloads); !errors.Is(err, stabilizer.ErrUnknownStream) {
+		t.Errorf("append to a transfer that is not striped: %v", err)
+	}
+	last := map[string]uint64{}
+	for _, g := range got {
+		last[g.Stream.Name] = g.Seq
+	}
+	for name, seq := range last {
+		id := stabilizer.StreamID{Origin: "a", Name: name}
+		if err := a.WaitFor(ctx, id, "all", seq); err != nil {
+			t.Fatal(err)
+		}
+		for _, site := range []string{"b", "c"} {
+			stabilizertest.Eventually(t, 10*time.Second, func() error {
+				if n := apps[site].count(id); n != int(seq) {
+					return fmt.Errorf("%s applied %d of %s, want %d", site, n, id, seq)
+				}
+				return nil
+			})
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -246,6 +247,9 @@ type Node struct {
 	rtt rttTable
 	// joinBy: when a joining site gives up waiting for every peer (loop).
 	joinBy time.Time
+	// given: per striped transfer, the bytes appended to each stripe
+	// (loop; stripes.go).
+	given map[string][]int64
 
 	mu struct {
 		sync.Mutex
@@ -256,6 +260,10 @@ type Node struct {
 		closeErr error
 		apps     map[string]*appQueue
 		bulk     []string // streams registered with HandleBulk
+		// stripes: each stripe's index (HandleStriped); striped: each
+		// striped transfer's stripes.
+		stripes map[string]int
+		striped map[string][]string
 		// namespaces are the names Namespace handed out.
 		namespaces map[string]bool
 		// transfer: per stream name, how its application's state is
@@ -346,6 +354,8 @@ func New(cfg Config) (*Node, error) {
 	n.mu.inline = map[string]*inline{}
 	n.mu.idle = list.New()
 	n.mu.planes = map[string]uint8{}
+	n.mu.stripes = map[string]int{}
+	n.mu.striped = map[string][]string{}
 	n.pub.init()
 	n.rtt.init()
 	return n, nil
@@ -367,6 +377,13 @@ func (n *Node) Start() error {
 	}
 	n.mu.started = true
 	n.bulkNames = append(slices.Clone(n.cfg.Core.BulkStreams), n.mu.bulk...)
+	stripes := maps.Clone(n.cfg.Core.BulkStripes)
+	if len(n.mu.stripes) > 0 {
+		if stripes == nil {
+			stripes = map[string]int{}
+		}
+		maps.Copy(stripes, n.mu.stripes)
+	}
 	n.mu.Unlock()
 	if err := n.migrateBulk(n.ctx); err != nil {
 		return err
@@ -379,6 +396,7 @@ func (n *Node) Start() error {
 	ccfg.Site, ccfg.Schema, ccfg.Predicates = n.cfg.Site, n.cfg.Schema, n.cfg.Predicates
 	ccfg.Storage = logReader{n}
 	ccfg.BulkStreams = n.bulkNames
+	ccfg.BulkStripes = stripes
 	// A round trip to a peer includes its fsync, often milliseconds: the
 	// window must cover that at full speed, and entries queued behind it
 	// should stay in memory rather than be read back from pebble.
