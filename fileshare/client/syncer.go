@@ -75,6 +75,7 @@ type Syncer struct {
 	kick     chan struct{} // a round is due; buffered 1
 	upSlots  chan struct{} // one per file pushing chunks (Options.Uploads)
 	upBudget *budget       // chunk bytes sent and not yet answered (Options.UploadBytes)
+	staging  staging       // prestages in flight, across rounds (upload.go)
 
 	fullListEvery time.Duration // Options.FullListInterval
 
@@ -194,6 +195,7 @@ func Open(folder string, o Options) (*Syncer, error) {
 		o.UploadBytes = DefaultUploadBytes
 	}
 	s.upSlots, s.upBudget = make(chan struct{}, o.Uploads), newBudget(o.UploadBytes)
+	s.staging.m = map[string]chan struct{}{}
 	s.fullListEvery = o.FullListInterval
 	if s.fullListEvery <= 0 {
 		s.fullListEvery = DefaultFullListInterval

@@ -26,15 +26,23 @@ const (
 // its own), starts it and goes on; before an action of another kind, and
 // before the round ends, it waits for every upload started and records
 // them (wait). Prestaged files (prestage) push through the same pool, and
-// an upload of a file waits for its prestage first.
+// an upload of a file waits for its prestage first. A prestage outlives
+// the round that started it: the next round hashes and prestages the next
+// file a trainer finished while this one's chunks still go up, instead of
+// waiting for them.
 type uploads struct {
 	s   *Syncer
 	ctx context.Context
 	wg  sync.WaitGroup
 	// tasks: upload groups started and not yet recorded, in order.
 	tasks []*uploadTask
-	// staging: per path, the prestage in flight (closed when done).
-	staging map[string]chan struct{}
+}
+
+// staging is, per path, the prestage in flight (closed when done), across
+// rounds; its mutex is a leaf.
+type staging struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
 }
 
 // uploadTask is one group of uploads: a file, or the files of a commit.
@@ -48,7 +56,7 @@ type uploadTask struct {
 }
 
 func (s *Syncer) newUploads(ctx context.Context) *uploads {
-	return &uploads{s: s, ctx: ctx, staging: map[string]chan struct{}{}}
+	return &uploads{s: s, ctx: ctx}
 }
 
 // start prepares a group of uploads and starts pushing it.
@@ -64,8 +72,10 @@ func (u *uploads) start(acts []plan.Action, commit bool) {
 		t.infos = append(t.infos, info)
 	}
 	waitFor := map[string]chan struct{}{}
+	u.s.staging.mu.Lock()
+	defer u.s.staging.mu.Unlock()
 	for _, a := range acts {
-		if ch, ok := u.staging[a.Path]; ok {
+		if ch, ok := u.s.staging.m[a.Path]; ok {
 			waitFor[a.Path] = ch
 		}
 	}
@@ -75,18 +85,27 @@ func (u *uploads) start(acts []plan.Action, commit bool) {
 // prestage starts pushing the chunks of a settled file of a commit
 // directory whose marker has not appeared yet (see Syncer.prestage).
 func (u *uploads) prestage(p string) {
-	info, ok := u.s.ix.Files[p]
+	s := u.s
+	info, ok := s.ix.Files[p]
 	if !ok {
 		return
 	}
-	if _, busy := u.staging[p]; busy {
+	s.staging.mu.Lock()
+	defer s.staging.mu.Unlock()
+	if _, busy := s.staging.m[p]; busy {
 		return
 	}
 	done := make(chan struct{})
-	u.staging[p] = done
-	u.wg.Go(func() {
-		defer close(done)
-		u.s.prestage(u.ctx, p, info)
+	s.staging.m[p] = done
+	ctx := u.ctx
+	s.goroutine(func() {
+		defer func() {
+			s.staging.mu.Lock()
+			delete(s.staging.m, p)
+			s.staging.mu.Unlock()
+			close(done)
+		}()
+		s.prestage(ctx, p, info)
 	})
 }
 
@@ -94,7 +113,6 @@ func (u *uploads) prestage(p string) {
 // calling count for each group.
 func (u *uploads) wait(count func(acts []plan.Action, err error)) {
 	u.wg.Wait()
-	clear(u.staging)
 	for _, t := range u.tasks {
 		err := t.err
 		if err == nil {
