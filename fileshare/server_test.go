@@ -118,7 +118,7 @@ func (f *fakePutStream) received() int {
 
 // TestPutChunksAppendsWhatArrivedTogetherAtOnce: chunks that arrive while
 // the site stores earlier ones are stored with one append to the files
-// stream (one round trip to the node's loop), not one each, and answered
+// transfer (one round trip to the node's loop), not one each, and answered
 // in order: a chunk sent twice and one the site held already are answered
 // as duplicates with the ref of the stored copy.
 func TestPutChunksAppendsWhatArrivedTogetherAtOnce(t *testing.T) {
@@ -148,8 +148,8 @@ func TestPutChunksAppendsWhatArrivedTogetherAtOnce(t *testing.T) {
 	var calls []int
 	var mu sync.Mutex
 	s.chunks.mu.Lock()
-	appendBatch := s.chunks.mu.appendBatch
-	s.chunks.mu.appendBatch = func(ctx context.Context, stream string, payloads [][]byte) ([]stabilizer.Appended, error) {
+	appendStriped := s.chunks.mu.appendStriped
+	s.chunks.mu.appendStriped = func(ctx context.Context, name string, payloads [][]byte) ([]stabilizer.Appended, error) {
 		mu.Lock()
 		calls = append(calls, len(payloads))
 		first := len(calls) == 1
@@ -164,7 +164,7 @@ func TestPutChunksAppendsWhatArrivedTogetherAtOnce(t *testing.T) {
 				return nil
 			})
 		}
-		return appendBatch(ctx, stream, payloads)
+		return appendStriped(ctx, name, payloads)
 	}
 	s.chunks.mu.Unlock()
 	if err := NewServer(s).PutChunks(st); err != nil {
@@ -185,7 +185,7 @@ func TestPutChunksAppendsWhatArrivedTogetherAtOnce(t *testing.T) {
 	if len(st.sent) != n {
 		t.Fatalf("%d answers for %d chunks", len(st.sent), n)
 	}
-	seqs := map[uint64]int{}
+	seqs := map[Ref]int{}
 	for i, r := range st.sent {
 		h := sha256.Sum256(want[i])
 		if [32]byte(r.Hash) != h || r.Ref == nil || r.Ref.Seq == 0 || r.Ref.Size != uint32(len(want[i])) {
@@ -193,21 +193,23 @@ func TestPutChunksAppendsWhatArrivedTogetherAtOnce(t *testing.T) {
 		}
 		switch i {
 		case 20:
-			if !r.Duplicate || r.Ref.Seq != st.sent[10].Ref.Seq {
+			if !r.Duplicate || refOf(r.Ref) != refOf(st.sent[10].Ref) {
 				t.Fatalf("answer 20 (chunk 10 again): dup %v seq %d, want a duplicate at seq %d", r.Duplicate, r.Ref.Seq, st.sent[10].Ref.Seq)
 			}
 		case 30:
-			if !r.Duplicate || r.Ref.Seq != heldRef.Seq {
+			if !r.Duplicate || refOf(r.Ref) != heldRef {
 				t.Fatalf("answer 30 (held already): dup %v seq %d, want a duplicate at seq %d", r.Duplicate, r.Ref.Seq, heldRef.Seq)
 			}
 		default:
 			if r.Duplicate {
 				t.Fatalf("answer %d: a duplicate", i)
 			}
-			if j, ok := seqs[r.Ref.Seq]; ok {
-				t.Fatalf("answers %d and %d at seq %d", j, i, r.Ref.Seq)
+			at := refOf(r.Ref)
+			at.Size = 0
+			if j, ok := seqs[at]; ok {
+				t.Fatalf("answers %d and %d at %s seq %d", j, i, at.Stream, at.Seq)
 			}
-			seqs[r.Ref.Seq] = i
+			seqs[at] = i
 		}
 		if _, ok, err := s.chunks.lookup(h); err != nil || !ok {
 			t.Fatalf("chunk %d answered but not held: %v %v", i, ok, err)
