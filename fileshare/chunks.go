@@ -129,6 +129,13 @@ type chunkStore struct {
 		// pending: own chunks appended and not yet applied here; they
 		// count as held (Missing, Commit) from their append on.
 		pending map[[32]byte]pendingChunk
+		// own: the entries appended to the own files streams and not yet
+		// applied here, per stream and seq (Apply takes their hash from
+		// here); ownApplied: per own files stream, the last seq applied
+		// here, so that an append whose entries were applied before its
+		// caller recorded them records nothing.
+		own        map[string]map[uint64]ownEntry
+		ownApplied map[string]uint64
 		// pendingBytes is their size; put waits while it is above
 		// MaxPendingBytes, and applied is closed (and replaced) whenever
 		// Apply lowers it.
@@ -177,6 +184,8 @@ const MaxPendingBytes = 64 << 20
 func newChunkStore(ns *stabilizer.Namespace, node *stabilizer.Node, m *metrics, log hclog.Logger) *chunkStore {
 	c := &chunkStore{ns: ns, node: node, metrics: m, log: log}
 	c.mu.pending = map[[32]byte]pendingChunk{}
+	c.mu.own = map[string]map[uint64]ownEntry{}
+	c.mu.ownApplied = map[string]uint64{}
 	c.mu.applied = make(chan struct{})
 	c.mu.cand = map[[32]byte]time.Time{}
 	c.mu.pinned = map[[32]byte]int{}
@@ -416,7 +425,10 @@ func (c *chunkStore) relocate(ctx context.Context, h [32]byte, data []byte) (Ref
 // appendEntries appends payloads, entries of chunks hs, to the site's files
 // transfer in one batch (AppendStriped: spread over its stripes), within
 // MaxPendingBytes, and counts them held. sizes are the chunks' sizes when
-// a payload is more than the chunk (nil: the payloads are the chunks).
+// the payloads are relocation entries (nil: the payloads are the chunks,
+// uploads). The chunks' hashes are known (checked against the bytes, or
+// the collector's), so Apply takes them from here instead of hashing the
+// entries again.
 func (c *chunkStore) appendEntries(ctx context.Context, hs [][32]byte, payloads [][]byte, sizes []int) ([]Ref, error) {
 	var n int64
 	for _, p := range payloads {
@@ -436,6 +448,7 @@ func (c *chunkStore) appendEntries(ctx context.Context, hs [][32]byte, payloads 
 		return nil, fmt.Errorf("fileshare: store %d chunk(s) from %x: %w", len(hs), hs[0][:8], err)
 	}
 	refs := make([]Ref, len(hs))
+	released := false
 	for i, h := range hs {
 		size := len(payloads[i])
 		if sizes != nil {
@@ -443,13 +456,36 @@ func (c *chunkStore) appendEntries(ctx context.Context, hs [][32]byte, payloads 
 		}
 		a := as[i]
 		r := Ref{Origin: a.Stream.Origin, Stream: a.Stream.Name, Seq: a.Seq, Size: uint32(size)}
+		refs[i] = r
+		if a.Seq <= c.mu.ownApplied[r.Stream] {
+			// Applied already (the applier ran before this caller got the
+			// lock back): stored, not pending.
+			c.mu.pendingBytes -= int64(len(payloads[i]))
+			released = true
+			continue
+		}
 		if old, dup := c.mu.pending[h]; dup { // a concurrent upload of the same bytes
 			c.mu.pendingBytes -= old.reserved
+			released = true
 		}
 		c.mu.pending[h] = pendingChunk{Ref: r, reserved: int64(len(payloads[i]))}
-		refs[i] = r
+		own := c.mu.own[r.Stream]
+		if own == nil {
+			own = map[uint64]ownEntry{}
+			c.mu.own[r.Stream] = own
+		}
+		own[r.Seq] = ownEntry{h: h, reloc: sizes != nil}
+	}
+	if released {
+		c.wakeLocked()
 	}
 	return refs, nil
+}
+
+// wakeLocked tells put's waiters (reserve) that pending bytes fell.
+func (c *chunkStore) wakeLocked() {
+	close(c.mu.applied)
+	c.mu.applied = make(chan struct{})
 }
 
 // reserve waits until n more pending bytes fit under MaxPendingBytes (one
@@ -476,12 +512,28 @@ func (c *chunkStore) reserve(ctx context.Context, n int64) error {
 // position, in one batch, and indexes every entry (entries.go). A chunk the
 // site holds already (another site uploaded the same bytes) keeps its
 // location; a relocation entry moves it. A frame that does not check out
-// against its hash is skipped and counted, never located.
+// against its hash is skipped and counted, never located. An entry of the
+// site's own that it appended in this run of the node (chunkStore.mu.own)
+// is not hashed again: its hash was checked when it was appended, and a
+// seq names one message.
 func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) error {
 	id := entries[0].Stream
 	own := id.Origin == c.node.Site()
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	var known map[uint64]ownEntry
+	if own {
+		c.mu.Lock()
+		if m := c.mu.own[id.Name]; len(m) > 0 {
+			known = make(map[uint64]ownEntry, len(entries))
+			for _, e := range entries {
+				if k, ok := m[e.Seq]; ok {
+					known[e.Seq] = k
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
 	batch := c.ns.NewBatch()
 	set := map[[32]byte]Ref{} // the locations this run writes
 	type applied struct {
@@ -492,7 +544,14 @@ func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) erro
 	var stored, dup, bad int
 	var bytes int64
 	for _, e := range entries {
-		h, data, reloc, ok := parseEntry(e.Payload)
+		var h [32]byte
+		var data []byte
+		var reloc, ok bool
+		if k, mine := known[e.Seq]; mine {
+			h, data, reloc, ok = parseOwn(e.Payload, k)
+		} else {
+			h, data, reloc, ok = parseEntry(e.Payload)
+		}
 		m := entryMeta{Seq: e.Seq, Hash: h, Size: uint32(len(e.Payload)), Reloc: reloc, Bad: !ok}
 		if !ok {
 			m.Hash = [32]byte{}
@@ -522,7 +581,8 @@ func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) erro
 	for h, r := range set {
 		batch.Set(locKey(h), encodeRef(r))
 	}
-	batch.SetApplied(id, entries[len(entries)-1].Seq)
+	last := entries[len(entries)-1].Seq
+	batch.SetApplied(id, last)
 	if err := batch.CommitNoSync(); err != nil {
 		return err
 	}
@@ -538,8 +598,13 @@ func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) erro
 		}
 	}
 	if own {
-		close(c.mu.applied)
-		c.mu.applied = make(chan struct{})
+		if m := c.mu.own[id.Name]; len(m) > 0 {
+			for _, e := range entries {
+				delete(m, e.Seq)
+			}
+		}
+		c.mu.ownApplied[id.Name] = max(c.mu.ownApplied[id.Name], last)
+		c.wakeLocked()
 	}
 	c.mu.Unlock()
 	c.metrics.applied(id.Origin, stored, dup, bytes)

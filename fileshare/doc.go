@@ -153,8 +153,9 @@
 //
 // A Service is safe for concurrent use. Service.mu guards the clock of
 // version ids and the last collection's stats; chunkStore.mu guards the own
-// chunks appended and not yet applied and the collector's candidates,
-// holds and floors. Both are leaves, never held across IO.
+// chunks and entries appended and not yet applied (with their hashes, so
+// that the applier does not hash them again) and the collector's
+// candidates, holds and floors. Both are leaves, never held across IO.
 // chunkStore.writeMu serialises the applier's and the collector's writes
 // of locations, each a read of the locations it changes and an unsynced
 // commit; it comes before chunkStore.mu. Service.gcSem admits one

@@ -37,14 +37,11 @@ func relocFrame(h [32]byte, data []byte) []byte {
 
 // parseEntry reads a files stream entry's payload: the chunk's hash and
 // bytes, and whether it is a relocation. ok is false for a payload that is
-// no valid chunk (empty or too large).
+// no valid chunk (empty or too large). It hashes the payload once.
 func parseEntry(p []byte) (h [32]byte, data []byte, reloc, ok bool) {
-	if len(p) > relocHeader && bytes.Equal(p[:len(relocMagic)], relocMagic[:]) {
-		h = [32]byte(p[len(relocMagic):relocHeader])
-		if sha256.Sum256(p[relocHeader:]) == h {
-			data = p[relocHeader:]
-			return h, data, true, len(data) <= MaxChunkBytes
-		}
+	if h, ok := relocated(p); ok {
+		data = p[relocHeader:]
+		return h, data, true, len(data) <= MaxChunkBytes
 	}
 	if len(p) == 0 || len(p) > MaxChunkBytes {
 		return h, nil, false, false
@@ -52,11 +49,39 @@ func parseEntry(p []byte) (h [32]byte, data []byte, reloc, ok bool) {
 	return sha256.Sum256(p), p, false, true
 }
 
+// relocated says whether p is laid out as a relocation entry (the marker,
+// then the hash of what follows), and the hash. It hashes only a payload
+// that starts with the marker.
+func relocated(p []byte) ([32]byte, bool) {
+	if len(p) <= relocHeader || !bytes.Equal(p[:len(relocMagic)], relocMagic[:]) {
+		return [32]byte{}, false
+	}
+	h := [32]byte(p[len(relocMagic):relocHeader])
+	return h, sha256.Sum256(p[relocHeader:]) == h
+}
+
 // looksRelocated reports whether uploaded bytes would be read back as a
-// relocation entry.
+// relocation entry. Bytes that do not start with the marker (all but
+// deliberately made ones) cost no hashing.
 func looksRelocated(data []byte) bool {
-	_, _, reloc, _ := parseEntry(data)
-	return reloc
+	_, ok := relocated(data)
+	return ok
+}
+
+// ownEntry is what the site knows of an entry it appended to one of its
+// own files streams: the chunk it holds and whether it is a relocation,
+// checked when it was appended, so that Apply need not hash it again.
+type ownEntry struct {
+	h     [32]byte
+	reloc bool
+}
+
+// parseOwn is parseEntry for an entry the site appended itself, known k.
+func parseOwn(p []byte, k ownEntry) (h [32]byte, data []byte, reloc, ok bool) {
+	if k.reloc {
+		return k.h, p[relocHeader:], true, true
+	}
+	return k.h, p, false, true
 }
 
 // prefixEntry + stream + seq keys what the site's copy of a files stream

@@ -216,3 +216,70 @@ func TestPutChunksAppendsWhatArrivedTogetherAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyTakesOwnHashes: the origin hashes an uploaded chunk once, when
+// put checks it: its applier takes the hash of an entry it appended from
+// the append, never hashing the entry again, while other sites hash what
+// they receive. An entry appended here under a hash that is not its
+// bytes' (put would refuse it) shows which: located under that hash here,
+// under its bytes' elsewhere.
+func TestApplyTakesOwnHashes(t *testing.T) {
+	c := newCluster(t, us, eu)
+	s := c.svc(us)
+	ctx := ctxT(t)
+	data := []byte("chunk bytes")
+	claimed := sha256.Sum256([]byte("a hash the origin checked"))
+	rs, err := s.chunks.appendEntries(ctx, [][32]byte{claimed}, [][]byte{data}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.node.WaitFor(ctx, rs[0].id(), "min(applied(sites))", rs[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if !held(t, s, []byte("a hash the origin checked")) || held(t, s, data) {
+		t.Errorf("the origin located the entry by hashing it again")
+	}
+	if held(t, c.svc(eu), []byte("a hash the origin checked")) || !held(t, c.svc(eu), data) {
+		t.Errorf("another site located the entry by a hash it did not compute")
+	}
+	s.chunks.mu.Lock()
+	defer s.chunks.mu.Unlock()
+	if n := len(s.chunks.mu.own[rs[0].Stream]); n != 0 || len(s.chunks.mu.pending) != 0 || s.chunks.mu.pendingBytes != 0 {
+		t.Errorf("after the apply: %d own entries, %d pending chunks of %d bytes; want none", n, len(s.chunks.mu.pending), s.chunks.mu.pendingBytes)
+	}
+}
+
+// TestAppliedBeforeRecorded: an upload whose entry the site applies
+// before the upload's call gets the lock back (the node's applier runs
+// on its own) is stored, not left pending: no bytes stay reserved, so
+// later uploads do not wait for an apply that came already.
+func TestAppliedBeforeRecorded(t *testing.T) {
+	c := newCluster(t, us)
+	s := c.svc(us)
+	ctx := ctxT(t)
+	s.chunks.mu.Lock()
+	appendStriped := s.chunks.mu.appendStriped
+	s.chunks.mu.appendStriped = func(ctx context.Context, name string, payloads [][]byte) ([]stabilizer.Appended, error) {
+		as, err := appendStriped(ctx, name, payloads)
+		for _, a := range as {
+			if err == nil {
+				err = s.node.WaitFor(ctx, a.Stream, "applied(self)", a.Seq)
+			}
+		}
+		return as, err
+	}
+	s.chunks.mu.Unlock()
+	data := []byte("applied before its upload returned")
+	r, dup, err := s.chunks.put(ctx, sha256.Sum256(data), data)
+	if err != nil || dup {
+		t.Fatalf("put: %+v, duplicate %v, %v", r, dup, err)
+	}
+	if got, ok, err := s.chunks.locate(sha256.Sum256(data)); err != nil || !ok || got != r {
+		t.Fatalf("located at %+v (%v, %v), want %+v", got, ok, err, r)
+	}
+	s.chunks.mu.Lock()
+	defer s.chunks.mu.Unlock()
+	if len(s.chunks.mu.pending) != 0 || s.chunks.mu.pendingBytes != 0 || len(s.chunks.mu.own[r.Stream]) != 0 {
+		t.Errorf("%d pending chunks of %d bytes, %d own entries left; want none", len(s.chunks.mu.pending), s.chunks.mu.pendingBytes, len(s.chunks.mu.own[r.Stream]))
+	}
+}
