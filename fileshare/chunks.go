@@ -361,9 +361,9 @@ func checkUpload(h [32]byte, data []byte) error {
 // putBatch stores chunks that arrived together, as put does each, with one
 // append to the files transfer for all those the site does not hold yet
 // (one round trip to the node's loop, not one per chunk, spread over the
-// stripes), within MaxPendingBytes. It returns them in order with their refs. A bad chunk
-// stops the batch: those before it are stored and returned, with the bad
-// one's error.
+// stripes), within MaxPendingBytes. It returns them in order with their
+// refs. A bad chunk stops the batch: those before it are stored and
+// returned, with the bad one's error.
 func (c *chunkStore) putBatch(ctx context.Context, ups []putItem) ([]putItem, error) {
 	var bad error
 	for i := range ups {

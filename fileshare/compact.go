@@ -26,16 +26,16 @@ type compaction struct {
 // ratio of its bytes and at most maxMove bytes, and of such prefixes it
 // frees the most dead bytes, more than plain truncation frees (the dead
 // entries before the first that needs moving), and of those it is the
-// shortest (a longer one would only move more). A live chunk needs moving when the site locates it
-// at an entry of the prefix (at says at which seq of this stream, false
-// when it is located in another stream): the chunk's first entry, or its
-// last relocation; once relocated beyond the prefix, or into another
-// stream, every site locates it there, and its entries in the prefix are
-// dead. A prefix that needs no move at all is left to plain truncation (the
-// zero compaction): the collector truncates below the lowest located entry
-// anyway. Nor does a prefix reach an entry of a chunk waiting out its grace
-// period (waiting): it may be committed yet, and would have to move then,
-// or be dropped, and need no move.
+// shortest (a longer one would only move more). A live chunk needs moving
+// when the site locates it at an entry of the prefix (at says at which seq
+// of this stream, false when it is located in another stream): the chunk's
+// first entry, or its last relocation; once relocated beyond the prefix, or
+// into another stream, every site locates it there, and its entries in the
+// prefix are dead. A prefix that needs no move at all is left to plain
+// truncation (the zero compaction): the collector truncates below the lowest
+// located entry anyway. Nor does a prefix reach an entry of a chunk waiting
+// out its grace period (waiting): it may be committed yet, and would have to
+// move then, or be dropped, and need no move.
 func planCompaction(entries []entryMeta, limit uint64, live, waiting func([32]byte) bool, at func([32]byte) (uint64, bool), ratio float64, maxMove int64) compaction {
 	for _, e := range entries {
 		if e.Seq <= limit && !e.Bad && waiting(e.Hash) {

@@ -8,9 +8,10 @@
 // (origin, stream, seq) into the sites' files streams, so its stability is
 // read off frontiers the library already keeps: the KV stream's frontier at
 // the manifest's seq, and each files stream's frontier at the highest seq
-// of the version's chunks in it, under the visibility predicate. Nothing is visible elsewhere before that
-// holds; what to show, what is a conflict and what a client must do is
-// decided by package plan, the same at every site and client.
+// of the version's chunks in it, under the visibility predicate. Nothing
+// is visible elsewhere before that holds; what to show, what is a conflict
+// and what a client must do is decided by package plan, the same at every
+// site and client.
 //
 // Chunks travel on bulk streams: a lane and a connection of their own, so a
 // checkpoint streaming across an ocean delays neither KV writes nor acks.
@@ -50,7 +51,11 @@
 // relocation): the collector's index of the logs, written with the entry's
 // application, deleted with its truncation. An entry's payload is the
 // chunk's bytes alone (an upload), or a marker, the chunk's hash and its
-// bytes (a relocation, entries.go).
+// bytes (a relocation, entries.go). Shares are KV keys /fs/shares/NAME;
+// versions /fs/v/SHARE/PATH\x00ID, one key per version, never overwritten
+// (but by its pruned stub), so concurrent versions are never lost to
+// last-writer-wins: the KV keeps them all and plan.Resolve picks. A site
+// that lost a chunk a version names asks for it under /fs/want/SITE/HASH.
 //
 // Sites from before transfers were striped wrote one files stream,
 // "files", which is stripe 0 of the transfer now, so its entries, frontiers
@@ -61,11 +66,7 @@
 // the origin was: no site's name holds a NUL byte, New refuses one), and a
 // chunk ref of a version leaves its stream empty (filesharepb.ChunkRef:
 // empty means "files"). So a site's store and the versions in the KV from
-// before read as refs into "files", served and collected as any. Shares are KV keys /fs/shares/NAME;
-// versions /fs/v/SHARE/PATH\x00ID, one key per version, never overwritten
-// (but by its pruned stub), so concurrent versions are never lost to
-// last-writer-wins: the KV keeps them all and plan.Resolve picks. A site
-// that lost a chunk a version names asks for it under /fs/want/SITE/HASH.
+// before read as refs into "files", served and collected as any.
 //
 // # Garbage collection
 //

@@ -463,13 +463,13 @@ func TestGCStatsString(t *testing.T) {
 	}
 }
 
-// TestStripedGCCompactsEveryStripe: the collector compacts and truncates each of
-// a site's files streams, not only "files". Two chunks shared by every
-// version of a file start each stripe (the transfer spreads uploads by
+// TestStripedGCCompactsEveryStripe: the collector compacts and truncates
+// each of a site's files streams, not only "files". Two chunks shared by
+// every version of a file start each stripe (the transfer spreads uploads by
 // bytes: the first goes to "files", the second to "files/1"); once the old
-// versions are pruned, the site moves both out of the dead prefixes of
-// their stripes, and every site truncates both stripes below the kept
-// version's entries.
+// versions are pruned, the site moves both out of the dead prefixes of their
+// stripes, and every site truncates both stripes below the kept version's
+// entries.
 func TestStripedGCCompactsEveryStripe(t *testing.T) {
 	c, clock := newGCCluster(t, sites3...)
 	c.share(t, us, &filesharepb.Share{Name: "ckpt", KeepVersions: 1})

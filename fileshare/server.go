@@ -227,9 +227,9 @@ const WatchEvery = 20 * time.Millisecond
 // Watch sends an event after every change of the share's versions applied
 // here and every frontier advance of the share's visibility predicate on
 // the kv stream and the files streams, every stripe (a version may have
-// become stable), at most one per WatchEvery. Changes of records come from the share's change log, so
-// an event is sent once the log holds what it announces: a List after it
-// sees the change, whole or as a delta.
+// become stable), at most one per WatchEvery. Changes of records come from
+// the share's change log, so an event is sent once the log holds what it
+// announces: a List after it sees the change, whole or as a delta.
 func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_WatchServer) error {
 	ctx := st.Context()
 	sh, err := g.s.Share(ctx, r.Share)

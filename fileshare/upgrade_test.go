@@ -48,13 +48,13 @@ func (a *legacyApplier) Apply(_ context.Context, entries []stabilizer.Entry) err
 	return b.CommitNoSync()
 }
 
-// TestStripedUpgradeKeepsStoreOfBefore: sites that ran the release before striped
-// transfers (one files stream, its locations, index keys and the chunk
-// refs of versions written the old way, without a stream) restart with
+// TestStripedUpgradeKeepsStoreOfBefore: sites that ran the release before
+// striped transfers (one files stream, its locations, index keys and the
+// chunk refs of versions written the old way, without a stream) restart with
 // this one. Their version is listed stable and read back whole everywhere,
-// an upload of its bytes finds them where they are, and once a newer
-// version supersedes it and it is pruned, every site drops its chunks,
-// truncates "files" past them and sweeps their index records.
+// an upload of its bytes finds them where they are, and once a newer version
+// supersedes it and it is pruned, every site drops its chunks, truncates
+// "files" past them and sweeps their index records.
 func TestStripedUpgradeKeepsStoreOfBefore(t *testing.T) {
 	clock := &fakeClock{t: time.Now()}
 	c := &cluster{tune: func(cfg *Config) { cfg.Now, cfg.GCInterval, cfg.PruneInterval = clock.Now, time.Hour, time.Hour }}

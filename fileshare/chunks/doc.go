@@ -8,9 +8,9 @@
 // bytes, and an edit changes only the chunks it touches and about one on
 // each side. Chunks are MinSize (192 KiB) to MaxSize (8 MiB, what a
 // PutChunkRequest carries) bytes, AvgSize (448 KiB) on average; only a
-// file's last chunk may be shorter (see Chunk sizes). Memory is one MaxSize buffer plus the chunker's 512 KiB read
-// buffer, whatever the file size (a test splits 256 MiB allocating 8 MiB
-// in all).
+// file's last chunk may be shorter (see Chunk sizes). Memory is one MaxSize
+// buffer plus the chunker's 512 KiB read buffer, whatever the file size (a
+// test splits 256 MiB allocating 8 MiB in all).
 //
 // # Usage
 //
