@@ -93,8 +93,9 @@ type openVersion struct {
 	hlc    stabilizer.HLC
 	// gone: the key was deleted, or holds no valid record of the share.
 	gone bool
-	// need: per files stream, the highest seq of the chunks that are
-	// located; unlocated: chunks named by hash not held here yet.
+	// need: per files stream (each stripe of each origin's), the highest
+	// seq of the chunks that are located; unlocated: chunks named by hash
+	// not held here yet.
 	need      map[stabilizer.StreamID]uint64
 	unlocated [][32]byte
 	// The marks last logged; marked false until the first.
@@ -283,7 +284,7 @@ func (t *shareLog) ingestLocked(v kv.Version) {
 				o.unlocated = append(o.unlocated, [32]byte(ch.Hash))
 				continue
 			}
-			id := stabilizer.StreamID{Origin: ch.Origin, Name: Stream}
+			id := refOf(ch).id()
 			o.need[id] = max(o.need[id], ch.Seq)
 		}
 	}
@@ -343,8 +344,7 @@ func (t *shareLog) refresh(ctx context.Context) error {
 				continue
 			}
 			m.found = append(m.found, r)
-			id := stabilizer.StreamID{Origin: r.Origin, Name: Stream}
-			need[id] = max(need[id], r.Seq)
+			need[r.id()] = max(need[r.id()], r.Seq)
 		}
 		m.stable, m.at = st.markNeed(ctx, need, located)
 		m.final = located && m.stable && len(m.at) == len(st.sites)
@@ -364,8 +364,7 @@ func (t *shareLog) refresh(ctx context.Context) error {
 		}
 		if len(o.unlocated) > 0 && len(m.found) == len(o.unlocated) {
 			for _, r := range m.found { // located for good: see the top of this file
-				id := stabilizer.StreamID{Origin: r.Origin, Name: Stream}
-				o.need[id] = max(o.need[id], r.Seq)
+				o.need[r.id()] = max(o.need[r.id()], r.Seq)
 			}
 			o.unlocated = nil
 		}

@@ -2,7 +2,6 @@ package fileshare
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -163,13 +162,13 @@ func (c *chunkStore) setFloor(id stabilizer.StreamID, f uint64) {
 	c.mu.floors[id] = max(c.mu.floors[id], f)
 }
 
-// entries returns the index of one origin's stream from floor+1 to upto.
-func (c *chunkStore) entries(origin string, floor, upto uint64) ([]entryMeta, error) {
+// entries returns the index of one files stream from floor+1 to upto.
+func (c *chunkStore) entries(id stabilizer.StreamID, floor, upto uint64) ([]entryMeta, error) {
 	var out []entryMeta
 	if upto <= floor {
 		return nil, nil
 	}
-	err := c.ns.Scan(entryKey(origin, floor+1), entryKey(origin, upto+1), func(k, v []byte) error {
+	err := c.ns.Scan(entryKey(id, floor+1), entryKey(id, upto+1), func(k, v []byte) error {
 		_, seq, ok := decodeEntryKey(k)
 		if !ok {
 			return fmt.Errorf("%w: key %x", errCorruptEntryMeta, k)
@@ -197,14 +196,14 @@ func (c *chunkStore) read(ctx context.Context, id stabilizer.StreamID, seq uint6
 	return data, nil
 }
 
-// sweepIndex deletes the index of the entries truncated below the
-// streams' floors and returns their bytes per origin, and the bytes of
+// sweepIndex deletes the index of the entries truncated below the files
+// streams' floors and returns their bytes per stream, and the bytes of
 // those the logs still hold.
-func (c *chunkStore) sweepIndex(streams map[stabilizer.StreamID]streamPos) (map[string]int64, int64, error) {
-	reclaimed := map[string]int64{}
+func (c *chunkStore) sweepIndex(streams map[stabilizer.StreamID]streamPos) (map[stabilizer.StreamID]int64, int64, error) {
+	reclaimed := map[stabilizer.StreamID]int64{}
 	var held int64
 	err := c.ns.ScanPrefix([]byte{prefixEntry}, func(k, v []byte) error {
-		origin, seq, ok := decodeEntryKey(k)
+		id, seq, ok := decodeEntryKey(k)
 		if !ok {
 			return fmt.Errorf("%w: key %x", errCorruptEntryMeta, k)
 		}
@@ -212,8 +211,8 @@ func (c *chunkStore) sweepIndex(streams map[stabilizer.StreamID]streamPos) (map[
 		if err != nil {
 			return err
 		}
-		if seq <= streams[stabilizer.StreamID{Origin: origin, Name: Stream}].floor {
-			reclaimed[origin] += int64(m.Size)
+		if seq <= streams[id].floor {
+			reclaimed[id] += int64(m.Size)
 		} else {
 			held += int64(m.Size)
 		}
@@ -223,9 +222,8 @@ func (c *chunkStore) sweepIndex(streams map[stabilizer.StreamID]streamPos) (map[
 		return nil, 0, err
 	}
 	b := c.ns.NewBatch()
-	for origin := range reclaimed {
-		floor := streams[stabilizer.StreamID{Origin: origin, Name: Stream}].floor
-		b.DeleteRange(entryPrefix(origin), binary.BigEndian.AppendUint64(entryPrefix(origin), floor+1))
+	for id := range reclaimed {
+		b.DeleteRange(entryPrefix(id), entryKey(id, streams[id].floor+1))
 	}
 	if b.Empty() {
 		return reclaimed, held, nil

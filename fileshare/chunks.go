@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -15,11 +16,39 @@ import (
 	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
-// Ref is where a chunk lives: seq Seq of the files stream of Origin.
+// Ref is where a chunk lives: entry Seq of files stream Stream (a stripe
+// of the files transfer: Stream, Stream+"/1", ...) of Origin. A chunk not
+// located yet (an early commit) has neither.
 type Ref struct {
 	Origin string
+	Stream string
 	Seq    uint64
 	Size   uint32
+}
+
+// id is the stream of the chunk's entry.
+func (r Ref) id() stabilizer.StreamID { return stabilizer.StreamID{Origin: r.Origin, Name: r.Stream} }
+
+// refOf reads where a chunk ref of a version or a client says the chunk
+// lives: a located ref without a stream (written before transfers were
+// striped, or of stripe 0) is of Stream.
+func refOf(c *filesharepb.ChunkRef) Ref {
+	r := Ref{Origin: c.GetOrigin(), Stream: c.GetStream(), Seq: c.GetSeq(), Size: c.GetSize()}
+	if r.Stream == "" && r.Origin != "" {
+		r.Stream = Stream
+	}
+	return r
+}
+
+// chunkRef is r as the API and the manifests say it, with the chunk's
+// hash: stream Stream is left empty, as refs were written before
+// transfers were striped.
+func chunkRef(hash []byte, r Ref) *filesharepb.ChunkRef {
+	c := &filesharepb.ChunkRef{Hash: hash, Size: r.Size, Origin: r.Origin, Seq: r.Seq}
+	if r.Stream != Stream {
+		c.Stream = r.Stream
+	}
+	return c
 }
 
 // prefixLoc + hash keys where the site holds a chunk (encodeRef). The
@@ -31,34 +60,57 @@ const prefixLoc = 'l'
 
 func locKey(h [32]byte) []byte { return append([]byte{prefixLoc}, h[:]...) }
 
+// encodeRef writes a location: the origin (length first), the seq and the
+// size, then, for a stream other than Stream, the stream (length first).
+// A record of Stream is thus the format from before transfers were
+// striped, and a record of that format (no stream) is of Stream.
 func encodeRef(r Ref) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(r.Origin)))
 	b = append(b, r.Origin...)
 	b = binary.AppendUvarint(b, r.Seq)
-	return binary.AppendUvarint(b, uint64(r.Size))
+	b = binary.AppendUvarint(b, uint64(r.Size))
+	if r.Stream != Stream {
+		b = binary.AppendUvarint(b, uint64(len(r.Stream)))
+		b = append(b, r.Stream...)
+	}
+	return b
 }
+
+var errCorruptRef = errors.New("fileshare: corrupt chunk location")
 
 func decodeRef(b []byte) (Ref, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || uint64(len(b)-k) < n {
-		return Ref{}, errors.New("fileshare: corrupt chunk location")
+		return Ref{}, errCorruptRef
 	}
-	r := Ref{Origin: string(b[k : k+int(n)])}
+	r := Ref{Origin: string(b[k : k+int(n)]), Stream: Stream}
 	b = b[k+int(n):]
 	seq, k := binary.Uvarint(b)
 	if k <= 0 {
-		return Ref{}, errors.New("fileshare: corrupt chunk location")
+		return Ref{}, errCorruptRef
 	}
-	size, k2 := binary.Uvarint(b[k:])
-	if k2 <= 0 {
-		return Ref{}, errors.New("fileshare: corrupt chunk location")
+	b = b[k:]
+	size, k := binary.Uvarint(b)
+	if k <= 0 || size > math.MaxUint32 {
+		return Ref{}, errCorruptRef
 	}
 	r.Seq, r.Size = seq, uint32(size)
+	if b = b[k:]; len(b) == 0 {
+		return r, nil
+	}
+	n, k = binary.Uvarint(b)
+	if k <= 0 || uint64(len(b)-k) != n {
+		return Ref{}, errCorruptRef
+	}
+	if r.Stream = string(b[k:]); r.Stream == Stream || !isStripe(r.Stream) {
+		return Ref{}, errCorruptRef // another stream, or Stream not written as it is
+	}
 	return r, nil
 }
 
 // chunkStore holds the site's chunks: it appends uploaded ones to the
-// site's files stream and applies every site's stream into the namespace.
+// site's files streams and applies every site's streams into the
+// namespace.
 type chunkStore struct {
 	ns      *stabilizer.Namespace
 	node    *stabilizer.Node
@@ -77,6 +129,13 @@ type chunkStore struct {
 		// pending: own chunks appended and not yet applied here; they
 		// count as held (Missing, Commit) from their append on.
 		pending map[[32]byte]pendingChunk
+		// own: the entries appended to the own files streams and not yet
+		// applied here, per stream and seq (Apply takes their hash from
+		// here); ownApplied: per own files stream, the last seq applied
+		// here, so that an append whose entries were applied before its
+		// caller recorded them records nothing.
+		own        map[string]map[uint64]ownEntry
+		ownApplied map[string]uint64
 		// pendingBytes is their size; put waits while it is above
 		// MaxPendingBytes, and applied is closed (and replaced) whenever
 		// Apply lowers it.
@@ -100,9 +159,9 @@ type chunkStore struct {
 		// oldest forgotten first), so that a download of one says so.
 		gone    map[[32]byte]bool
 		goneLog [][32]byte
-		// appendBatch is how chunks are appended to the files stream:
-		// Node.AppendBatch, or a test's wrapper of it.
-		appendBatch func(ctx context.Context, stream string, payloads [][]byte) ([]stabilizer.Appended, error)
+		// appendStriped is how chunks are appended to the files
+		// transfer: Node.AppendStriped, or a test's wrapper of it.
+		appendStriped func(ctx context.Context, name string, payloads [][]byte) ([]stabilizer.Appended, error)
 	}
 }
 
@@ -125,13 +184,15 @@ const MaxPendingBytes = 64 << 20
 func newChunkStore(ns *stabilizer.Namespace, node *stabilizer.Node, m *metrics, log hclog.Logger) *chunkStore {
 	c := &chunkStore{ns: ns, node: node, metrics: m, log: log}
 	c.mu.pending = map[[32]byte]pendingChunk{}
+	c.mu.own = map[string]map[uint64]ownEntry{}
+	c.mu.ownApplied = map[string]uint64{}
 	c.mu.applied = make(chan struct{})
 	c.mu.cand = map[[32]byte]time.Time{}
 	c.mu.pinned = map[[32]byte]int{}
 	c.mu.dying = map[[32]byte]bool{}
 	c.mu.floors = map[stabilizer.StreamID]uint64{}
 	c.mu.gone = map[[32]byte]bool{}
-	c.mu.appendBatch = node.AppendBatch
+	c.mu.appendStriped = node.AppendStriped
 	return c
 }
 
@@ -196,7 +257,7 @@ func (c *chunkStore) find(h [32]byte, touch, pin bool) (Ref, bool, error) {
 func (c *chunkStore) needs(need map[stabilizer.StreamID]uint64, v *filesharepb.Version) bool {
 	located := true
 	for _, ch := range v.Chunks {
-		r := Ref{Origin: ch.Origin, Seq: ch.Seq}
+		r := refOf(ch)
 		if r.Origin == "" {
 			var ok bool
 			var err error
@@ -205,8 +266,7 @@ func (c *chunkStore) needs(need map[stabilizer.StreamID]uint64, v *filesharepb.V
 				continue
 			}
 		}
-		id := stabilizer.StreamID{Origin: r.Origin, Name: Stream}
-		need[id] = max(need[id], r.Seq)
+		need[r.id()] = max(need[r.id()], r.Seq)
 	}
 	return located
 }
@@ -234,7 +294,7 @@ func (c *chunkStore) data(ctx context.Context, h [32]byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := stabilizer.StreamID{Origin: r.Origin, Name: Stream}
+	id := r.id()
 	e, err := c.node.ReadEntry(ctx, id, r.Seq)
 	if errors.Is(err, stabilizer.ErrNotFound) {
 		c.mu.Lock()
@@ -265,7 +325,8 @@ func (c *chunkStore) get(key []byte) ([]byte, error) {
 }
 
 // put stores a chunk uploaded by a client: checked against its hash, then
-// appended to the site's files stream, unless the site holds it already.
+// appended to one of the site's files streams, unless the site holds it
+// already.
 func (c *chunkStore) put(ctx context.Context, h [32]byte, data []byte) (Ref, bool, error) {
 	rs, err := c.putBatch(ctx, []putItem{{Hash: h, Data: data}})
 	if len(rs) == 0 {
@@ -298,11 +359,11 @@ func checkUpload(h [32]byte, data []byte) error {
 }
 
 // putBatch stores chunks that arrived together, as put does each, with one
-// append to the files stream for all those the site does not hold yet (one
-// round trip to the node's loop, not one per chunk), within
-// MaxPendingBytes. It returns them in order with their refs. A bad chunk
-// stops the batch: those before it are stored and returned, with the bad
-// one's error.
+// append to the files transfer for all those the site does not hold yet
+// (one round trip to the node's loop, not one per chunk, spread over the
+// stripes), within MaxPendingBytes. It returns them in order with their
+// refs. A bad chunk stops the batch: those before it are stored and
+// returned, with the bad one's error.
 func (c *chunkStore) putBatch(ctx context.Context, ups []putItem) ([]putItem, error) {
 	var bad error
 	for i := range ups {
@@ -362,9 +423,12 @@ func (c *chunkStore) relocate(ctx context.Context, h [32]byte, data []byte) (Ref
 }
 
 // appendEntries appends payloads, entries of chunks hs, to the site's files
-// stream in one batch, within MaxPendingBytes, and counts them held. sizes
-// are the chunks' sizes when a payload is more than the chunk (nil: the
-// payloads are the chunks).
+// transfer in one batch (AppendStriped: spread over its stripes), within
+// MaxPendingBytes, and counts them held. sizes are the chunks' sizes when
+// the payloads are relocation entries (nil: the payloads are the chunks,
+// uploads). The chunks' hashes are known (checked against the bytes, or
+// the collector's), so Apply takes them from here instead of hashing the
+// entries again.
 func (c *chunkStore) appendEntries(ctx context.Context, hs [][32]byte, payloads [][]byte, sizes []int) ([]Ref, error) {
 	var n int64
 	for _, p := range payloads {
@@ -374,9 +438,9 @@ func (c *chunkStore) appendEntries(ctx context.Context, hs [][32]byte, payloads 
 		return nil, fmt.Errorf("fileshare: store %d chunk(s) from %x: %w", len(hs), hs[0][:8], err)
 	}
 	c.mu.Lock()
-	appendBatch := c.mu.appendBatch
+	appendStriped := c.mu.appendStriped
 	c.mu.Unlock()
-	as, err := appendBatch(ctx, Stream, payloads)
+	as, err := appendStriped(ctx, Stream, payloads)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -384,19 +448,44 @@ func (c *chunkStore) appendEntries(ctx context.Context, hs [][32]byte, payloads 
 		return nil, fmt.Errorf("fileshare: store %d chunk(s) from %x: %w", len(hs), hs[0][:8], err)
 	}
 	refs := make([]Ref, len(hs))
+	released := false
 	for i, h := range hs {
 		size := len(payloads[i])
 		if sizes != nil {
 			size = sizes[i]
 		}
-		r := Ref{Origin: as[i].Stream.Origin, Seq: as[i].Seq, Size: uint32(size)}
+		a := as[i]
+		r := Ref{Origin: a.Stream.Origin, Stream: a.Stream.Name, Seq: a.Seq, Size: uint32(size)}
+		refs[i] = r
+		if a.Seq <= c.mu.ownApplied[r.Stream] {
+			// Applied already (the applier ran before this caller got the
+			// lock back): stored, not pending.
+			c.mu.pendingBytes -= int64(len(payloads[i]))
+			released = true
+			continue
+		}
 		if old, dup := c.mu.pending[h]; dup { // a concurrent upload of the same bytes
 			c.mu.pendingBytes -= old.reserved
+			released = true
 		}
 		c.mu.pending[h] = pendingChunk{Ref: r, reserved: int64(len(payloads[i]))}
-		refs[i] = r
+		own := c.mu.own[r.Stream]
+		if own == nil {
+			own = map[uint64]ownEntry{}
+			c.mu.own[r.Stream] = own
+		}
+		own[r.Seq] = ownEntry{h: h, reloc: sizes != nil}
+	}
+	if released {
+		c.wakeLocked()
 	}
 	return refs, nil
+}
+
+// wakeLocked tells put's waiters (reserve) that pending bytes fell.
+func (c *chunkStore) wakeLocked() {
+	close(c.mu.applied)
+	c.mu.applied = make(chan struct{})
 }
 
 // reserve waits until n more pending bytes fit under MaxPendingBytes (one
@@ -423,12 +512,28 @@ func (c *chunkStore) reserve(ctx context.Context, n int64) error {
 // position, in one batch, and indexes every entry (entries.go). A chunk the
 // site holds already (another site uploaded the same bytes) keeps its
 // location; a relocation entry moves it. A frame that does not check out
-// against its hash is skipped and counted, never located.
+// against its hash is skipped and counted, never located. An entry of the
+// site's own that it appended in this run of the node (chunkStore.mu.own)
+// is not hashed again: its hash was checked when it was appended, and a
+// seq names one message.
 func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) error {
 	id := entries[0].Stream
 	own := id.Origin == c.node.Site()
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	var known map[uint64]ownEntry
+	if own {
+		c.mu.Lock()
+		if m := c.mu.own[id.Name]; len(m) > 0 {
+			known = make(map[uint64]ownEntry, len(entries))
+			for _, e := range entries {
+				if k, ok := m[e.Seq]; ok {
+					known[e.Seq] = k
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
 	batch := c.ns.NewBatch()
 	set := map[[32]byte]Ref{} // the locations this run writes
 	type applied struct {
@@ -439,12 +544,19 @@ func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) erro
 	var stored, dup, bad int
 	var bytes int64
 	for _, e := range entries {
-		h, data, reloc, ok := parseEntry(e.Payload)
+		var h [32]byte
+		var data []byte
+		var reloc, ok bool
+		if k, mine := known[e.Seq]; mine {
+			h, data, reloc, ok = parseOwn(e.Payload, k)
+		} else {
+			h, data, reloc, ok = parseEntry(e.Payload)
+		}
 		m := entryMeta{Seq: e.Seq, Hash: h, Size: uint32(len(e.Payload)), Reloc: reloc, Bad: !ok}
 		if !ok {
 			m.Hash = [32]byte{}
 		}
-		batch.Set(entryKey(id.Origin, e.Seq), encodeEntryMeta(m))
+		batch.Set(entryKey(id, e.Seq), encodeEntryMeta(m))
 		if !ok {
 			bad++
 			continue
@@ -462,14 +574,15 @@ func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) erro
 				continue
 			}
 		}
-		set[h] = Ref{Origin: id.Origin, Seq: e.Seq, Size: uint32(len(data))}
+		set[h] = Ref{Origin: id.Origin, Stream: id.Name, Seq: e.Seq, Size: uint32(len(data))}
 		stored++
 		bytes += int64(len(data))
 	}
 	for h, r := range set {
 		batch.Set(locKey(h), encodeRef(r))
 	}
-	batch.SetApplied(id, entries[len(entries)-1].Seq)
+	last := entries[len(entries)-1].Seq
+	batch.SetApplied(id, last)
 	if err := batch.CommitNoSync(); err != nil {
 		return err
 	}
@@ -479,14 +592,19 @@ func (c *chunkStore) Apply(ctx context.Context, entries []stabilizer.Entry) erro
 		if _, ok := set[a.h]; ok {
 			delete(c.mu.gone, a.h)
 		}
-		if p, ok := c.mu.pending[a.h]; own && ok && p.Seq == a.seq {
+		if p, ok := c.mu.pending[a.h]; own && ok && p.Stream == id.Name && p.Seq == a.seq {
 			delete(c.mu.pending, a.h)
 			c.mu.pendingBytes -= p.reserved
 		}
 	}
 	if own {
-		close(c.mu.applied)
-		c.mu.applied = make(chan struct{})
+		if m := c.mu.own[id.Name]; len(m) > 0 {
+			for _, e := range entries {
+				delete(m, e.Seq)
+			}
+		}
+		c.mu.ownApplied[id.Name] = max(c.mu.ownApplied[id.Name], last)
+		c.wakeLocked()
 	}
 	c.mu.Unlock()
 	c.metrics.applied(id.Origin, stored, dup, bytes)

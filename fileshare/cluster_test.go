@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -37,20 +39,35 @@ type cluster struct {
 	mu   sync.Mutex
 	svcs map[string]*Service
 	kvs  map[string]*kv.Store
+	// legacy, when set, sets a site up in place of the service (its kv
+	// store made already): what a site of an earlier release registered.
+	legacy func(site string, n *stabilizer.Node, s *kv.Store) error
 }
 
 func newCluster(t testing.TB, sites ...string) *cluster { return newTunedCluster(t, nil, sites...) }
 
 func newTunedCluster(t testing.TB, tune func(*Config), sites ...string) *cluster {
-	c := &cluster{t: t, tune: tune, svcs: map[string]*Service{}, kvs: map[string]*kv.Store{}}
+	return startCluster(t, &cluster{tune: tune}, sites...)
+}
+
+// startCluster starts the sites of c, set up as c says.
+func startCluster(t testing.TB, c *cluster, sites ...string) *cluster {
+	c.t, c.svcs, c.kvs = t, map[string]*Service{}, map[string]*kv.Store{}
 	c.Cluster = stabilizertest.NewCluster(t, stabilizertest.Options{Sites: sites, Setup: c.setup,
-		Started: func(site string, _ *stabilizer.Node) error { return c.svc(site).Start() },
+		Started: func(site string, _ *stabilizer.Node) error {
+			if s := c.svc(site); s != nil {
+				return s.Start()
+			}
+			return nil
+		},
 		Stopping: func(site string, _ *stabilizer.Node) {
 			c.mu.Lock()
 			s := c.svcs[site]
 			delete(c.svcs, site)
 			c.mu.Unlock()
-			_ = s.Close()
+			if s != nil {
+				_ = s.Close()
+			}
 		}})
 	return c
 }
@@ -59,6 +76,15 @@ func (c *cluster) setup(site string, n *stabilizer.Node) error {
 	s, err := kv.New(kv.Config{Node: n, DefaultTimeout: 10 * time.Second})
 	if err != nil {
 		return err
+	}
+	c.mu.Lock()
+	legacy := c.legacy
+	c.mu.Unlock()
+	if legacy != nil {
+		c.mu.Lock()
+		c.kvs[site] = s
+		c.mu.Unlock()
+		return legacy(site, n, s)
 	}
 	cfg := Config{Node: n, KV: s, Logger: stabilizertest.Logger(c.t, site+"/fileshare"), DefaultTimeout: 20 * time.Second}
 	if c.tune != nil {
@@ -387,6 +413,92 @@ func TestEarlyCommit(t *testing.T) {
 				return fmt.Errorf("%s: not stable yet", site)
 			}
 			return nil
+		})
+	}
+}
+
+// TestStripedTransfer: with three sites, a site's files transfer is two
+// bulk streams, one per peer; an upload's chunks are appended to them at
+// once (one call, as PutChunks stores a batch), spread by bytes, and the
+// version names each chunk's stream. Every site applies both stripes, holds
+// every chunk whole and lists the version stable, with the refs its origin
+// gave.
+func TestStripedTransfer(t *testing.T) {
+	c := newCluster(t, sites3...)
+	c.share(t, us, &filesharepb.Share{Name: "ckpt"})
+	s := c.svc(us)
+	ctx := ctxT(t)
+	if want := []string{Stream, Stream + "/1"}; !slices.Equal(s.stripes, want) {
+		t.Fatalf("the files transfer's streams are %v, want %v (one per peer)", s.stripes, want)
+	}
+	const n, size = 16, 64 << 10
+	data := make([]byte, n*size)
+	rand.NewChaCha8([32]byte{1}).Read(data)
+	var appends int
+	s.chunks.mu.Lock()
+	appendStriped := s.chunks.mu.appendStriped
+	s.chunks.mu.appendStriped = func(ctx context.Context, name string, payloads [][]byte) ([]stabilizer.Appended, error) {
+		appends++
+		return appendStriped(ctx, name, payloads)
+	}
+	s.chunks.mu.Unlock()
+	f := &filesharepb.FileVersion{Path: "step-1/shard-0", Size: int64(len(data)), Mode: 0o644}
+	var ups []putItem
+	for off := 0; off < len(data); off += size {
+		h := sha256.Sum256(data[off : off+size])
+		ups = append(ups, putItem{Hash: h, Data: data[off : off+size]})
+		f.Chunks = append(f.Chunks, &filesharepb.ChunkRef{Hash: h[:], Size: size})
+	}
+	if _, err := s.chunks.putBatch(ctx, ups); err != nil {
+		t.Fatal(err)
+	}
+	if appends != 1 {
+		t.Fatalf("%d appends for one batch, want 1", appends)
+	}
+	vs, err := s.Commit(ctx, "ckpt", []*filesharepb.FileVersion{f}, CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := vs[0]
+	got := map[string]int{}
+	for i, ch := range v.Chunks {
+		r := refOf(ch)
+		if r.Origin != us || !isStripe(r.Stream) || (ch.Stream == "") != (r.Stream == Stream) {
+			t.Fatalf("chunk %d at %+v (stream %q in the ref)", i, r, ch.Stream)
+		}
+		got[r.Stream] += int(r.Size)
+	}
+	if got[Stream] != n/2*size || got[Stream+"/1"] != n/2*size {
+		t.Fatalf("bytes per stripe %v: want half of the %d on each", got, len(data))
+	}
+	for _, site := range sites3 {
+		stabilizertest.Eventually(t, 0, func() error {
+			lv, err := version(t, c.svc(site), "ckpt", f.Path)
+			if err != nil {
+				return err
+			}
+			if !lv.Stable || len(lv.PersistedAt) != 3 {
+				return fmt.Errorf("%s: stable %v, persisted at %v", site, lv.Stable, lv.PersistedAt)
+			}
+			for i, ch := range lv.Chunks {
+				if !proto.Equal(ch, v.Chunks[i]) {
+					t.Fatalf("%s lists chunk %d as %v, its origin recorded %v", site, i, ch, v.Chunks[i])
+				}
+			}
+			sts, err := c.Node(site).Streams(ctx)
+			if err != nil {
+				return err
+			}
+			heads := map[string]uint64{}
+			for _, st := range sts {
+				if st.Stream.Origin == us && isStripe(st.Stream.Name) {
+					heads[st.Stream.Name] = st.Head
+				}
+			}
+			if heads[Stream] != n/2 || heads[Stream+"/1"] != n/2 {
+				return fmt.Errorf("%s holds %v of us's stripes, want %d entries of each", site, heads, n/2)
+			}
+			return download(ctx, c.svc(site), lv, data)
 		})
 	}
 }

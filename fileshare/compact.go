@@ -1,55 +1,55 @@
 package fileshare
 
-// RelocateRatio: a collection drops a prefix of its site's own files stream
-// once the live chunks in it, which it rewrites first, are at most this
-// share of the prefix's bytes.
+// RelocateRatio: a collection drops a prefix of one of its site's own
+// files streams once the live chunks in it, which it rewrites first, are at
+// most this share of the prefix's bytes.
 const RelocateRatio = 0.25
 
-// MaxRelocateBytes bounds what one collection rewrites of its own stream.
+// MaxRelocateBytes bounds what one collection rewrites of its own streams.
 const MaxRelocateBytes = 256 << 20
 
-// compaction is what a collection does to a prefix of its site's own files
-// stream: relocate Move (the live chunks in it), then drop every entry up
-// to Upto.
+// compaction is what a collection does to a prefix of one of its site's own
+// files streams: relocate Move (the live chunks located in it), then drop
+// every entry up to Upto.
 type compaction struct {
 	Upto uint64
-	// Move: one entry per live chunk of the prefix that has no
-	// relocation beyond it yet, in seq order.
+	// Move: the entries of the live chunks located in the prefix, in seq
+	// order.
 	Move []entryMeta
 	// Bytes is the prefix's size, MoveBytes what Move rewrites.
 	Bytes, MoveBytes int64
 }
 
-// planCompaction picks, of the own stream's entries above its floor (in
-// seq order, from the index), the prefix ending at or below limit most
+// planCompaction picks, of one own files stream's entries above its floor
+// (in seq order, from the index), the prefix ending at or below limit most
 // worth dropping: what must be moved out of it (its live chunks) is at most
 // ratio of its bytes and at most maxMove bytes, and of such prefixes it
-// frees the most dead bytes, and of those it is the shortest (a longer one
-// would only move more). A live chunk needs moving when its last
-// relocation entry, if any, lies in the prefix: once relocated beyond it,
-// every site locates it there, and its older entries are dead. A prefix
-// that needs no move at all is left to plain truncation (the zero
-// compaction): the collector truncates below the lowest located entry
-// anyway. Nor does a prefix reach an entry of a chunk waiting out its grace
-// period (waiting): it may be committed yet, and would have to move then,
-// or be dropped, and need no move.
-func planCompaction(entries []entryMeta, limit uint64, live, waiting func([32]byte) bool, ratio float64, maxMove int64) compaction {
+// frees the most dead bytes, more than plain truncation frees (the dead
+// entries before the first that needs moving), and of those it is the
+// shortest (a longer one would only move more). A live chunk needs moving
+// when the site locates it at an entry of the prefix (at says at which seq
+// of this stream, false when it is located in another stream): the chunk's
+// first entry, or its last relocation; once relocated beyond the prefix, or
+// into another stream, every site locates it there, and its entries in the
+// prefix are dead. A prefix that needs no move at all is left to plain
+// truncation (the zero compaction): the collector truncates below the lowest
+// located entry anyway. Nor does a prefix reach an entry of a chunk waiting
+// out its grace period (waiting): it may be committed yet, and would have to
+// move then, or be dropped, and need no move.
+func planCompaction(entries []entryMeta, limit uint64, live, waiting func([32]byte) bool, at func([32]byte) (uint64, bool), ratio float64, maxMove int64) compaction {
 	for _, e := range entries {
 		if e.Seq <= limit && !e.Bad && waiting(e.Hash) {
 			limit = e.Seq - 1
 			break
 		}
 	}
-	// start[h]: from which prefix end on chunk h needs moving: its first
-	// entry, or its last relocation, beyond limit too.
-	start := map[[32]byte]uint64{}
-	for _, e := range entries {
+	// located: whether an entry is where its live chunk is located.
+	located := func(e entryMeta) bool {
 		if e.Bad || !live(e.Hash) {
-			continue
+			return false
 		}
-		if s, ok := start[e.Hash]; !ok || e.Reloc && e.Seq > s {
-			start[e.Hash] = e.Seq
-		}
+		seq, ok := at(e.Hash)
+		return ok && seq == e.Seq
 	}
 	var best compaction
 	end := -1
@@ -59,7 +59,7 @@ func planCompaction(entries []entryMeta, limit uint64, live, waiting func([32]by
 			break
 		}
 		bytes += int64(e.Size)
-		if !e.Bad && start[e.Hash] == e.Seq {
+		if located(e) {
 			move += int64(e.Size)
 		} else {
 			dead += int64(e.Size)
@@ -67,12 +67,18 @@ func planCompaction(entries []entryMeta, limit uint64, live, waiting func([32]by
 		if move > maxMove {
 			break
 		}
-		if move > 0 && dead > bestDead && float64(move) <= ratio*float64(bytes) {
+		if move == 0 {
+			// Plain truncation drops this much anyway: a compaction
+			// must drop more.
+			bestDead = dead
+			continue
+		}
+		if dead > bestDead && float64(move) <= ratio*float64(bytes) {
 			best, end, bestDead = compaction{Upto: e.Seq, Bytes: bytes, MoveBytes: move}, i, dead
 		}
 	}
 	for _, e := range entries[:end+1] {
-		if !e.Bad && start[e.Hash] == e.Seq {
+		if located(e) {
 			best.Move = append(best.Move, e)
 		}
 	}

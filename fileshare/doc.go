@@ -1,25 +1,35 @@
 // Package fileshare is the site side of file sharing: it stores file
 // chunks at the site and replicates them to the other sites through the
-// library's files stream, records file versions through the KV, and tells
+// library's files streams, records file versions through the KV, and tells
 // clients which versions are stable: the manifest and every chunk it names
 // persisted where the share's visibility predicate says.
 //
 // The one idea: a version is its manifest in the KV plus chunk references
-// (origin, seq) into the sites' files streams, so its stability is read off
-// frontiers the library already keeps: the KV stream's frontier at the
-// manifest's seq, and the files streams' frontiers at its chunks' seqs,
-// under the visibility predicate. Nothing is visible elsewhere before that
-// holds; what to show, what is a conflict and what a client must do is
-// decided by package plan, the same at every site and client.
+// (origin, stream, seq) into the sites' files streams, so its stability is
+// read off frontiers the library already keeps: the KV stream's frontier at
+// the manifest's seq, and each files stream's frontier at the highest seq
+// of the version's chunks in it, under the visibility predicate. Nothing
+// is visible elsewhere before that holds; what to show, what is a conflict
+// and what a client must do is decided by package plan, the same at every
+// site and client.
 //
-// Chunks travel on a bulk stream (Node.HandleBulk): a lane and a connection
-// of their own, so a checkpoint streaming across an ocean delays neither
-// KV writes nor acks. Other sites' clients fetch a version's chunks as
-// soon as its manifest and chunks reach their site, and show it once it is
-// stable. A version may also be recorded before its chunks (an early
-// commit: chunks named by hash, located by hash at each site as they
-// arrive); stabsync does not use it yet (see package client). PutChunks
-// stores what arrived together with one append to the files stream.
+// Chunks travel on bulk streams: a lane and a connection of their own, so a
+// checkpoint streaming across an ocean delays neither KV writes nor acks.
+// A site's chunks form one striped transfer, Stream (Node.HandleStriped):
+// one bulk stream per peer of the site, "files", "files/1", …, stripe i
+// sent by its origin to the origin's i-th peer only, which relays it to
+// the others as it persists it (the origin sends it to a peer itself
+// while that relay stalls). Appends are spread over the stripes by bytes
+// (Node.AppendStriped), so every link into a receiver carries part of a
+// transfer, from the origin and from the other receivers, and each byte
+// still reaches each site once: with three sites, each receiver gets half
+// of a checkpoint from the origin and half from the other receiver. Other
+// sites' clients fetch a version's chunks as soon as its manifest and
+// chunks reach their site, and show it once it is stable. A version may
+// also be recorded before its chunks (an early commit: chunks named by
+// hash, located by hash at each site as they arrive); stabsync does not
+// use it yet (see package client). PutChunks stores what arrived together
+// with one append to the files transfer.
 //
 // # Usage
 //
@@ -31,21 +41,32 @@
 // # Storage
 //
 // Namespace "fileshare" of the node: "l"+hash → where the chunk lives
-// (origin, seq of that origin's files stream), written by the applier in
+// (origin, files stream, seq of that stream), written by the applier in
 // the batch that records how far it applied the stream. The chunk's bytes
 // are that entry's payload, read back from the site's log (Node.ReadEntry),
 // so a site writes each chunk once, whoever sent it, and holds it once
 // (deduplicated per site); the stream's log keeps such an entry while a
-// chunk is located at it (see Garbage collection). "e"+origin+seq → what
-// entry seq of origin's files stream holds (chunk hash, size, whether it is
-// a relocation): the collector's index of the logs, written with the
-// entry's application, deleted with its truncation. An entry's payload is
-// the chunk's bytes alone (an upload), or a marker, the chunk's hash and its
+// chunk is located at it (see Garbage collection). "e"+stream+seq → what
+// entry seq of a files stream holds (chunk hash, size, whether it is a
+// relocation): the collector's index of the logs, written with the entry's
+// application, deleted with its truncation. An entry's payload is the
+// chunk's bytes alone (an upload), or a marker, the chunk's hash and its
 // bytes (a relocation, entries.go). Shares are KV keys /fs/shares/NAME;
 // versions /fs/v/SHARE/PATH\x00ID, one key per version, never overwritten
 // (but by its pruned stub), so concurrent versions are never lost to
 // last-writer-wins: the KV keeps them all and plan.Resolve picks. A site
 // that lost a chunk a version names asks for it under /fs/want/SITE/HASH.
+//
+// Sites from before transfers were striped wrote one files stream,
+// "files", which is stripe 0 of the transfer now, so its entries, frontiers
+// and acks go on as they were. Every record of stream "files" keeps the
+// format of before: a location is origin, seq, size (another stripe's adds
+// its stream's name at the end), an index key "e", the origin (length
+// first) and the seq (another stripe's names origin+"\x00"+stream where
+// the origin was: no site's name holds a NUL byte, New refuses one), and a
+// chunk ref of a version leaves its stream empty (filesharepb.ChunkRef:
+// empty means "files"). So a site's store and the versions in the KV from
+// before read as refs into "files", served and collected as any.
 //
 // # Garbage collection
 //
@@ -71,29 +92,35 @@
 //   - Dropping forgets a chunk's location; while that commits, lookups say
 //     the chunk is not held, so no commit names it and an upload stores it
 //     again.
-//   - Truncation. Each site truncates each files stream, its own and its
-//     copies of the others', up to the lowest entry a chunk is located at,
-//     minus one, and never beyond what it applied (what it has not applied
-//     may be located next). Truncate also stops short of what a peer has
-//     not persisted; the next collection goes further.
+//   - Truncation. Each site truncates each files stream, every stripe of
+//     its own transfer and its copies of the others', up to the lowest
+//     entry a chunk is located at in that stream, minus one, and never
+//     beyond what it applied (what it has not applied may be located
+//     next). Truncate also stops short of what a peer has not persisted;
+//     the next collection goes further.
 //   - Relocation. One live chunk at the start of a stream would hold the
-//     whole stream, so a site rewrites the live chunks of a mostly dead
-//     prefix of its own stream (live at most RelocateRatio, a quarter, of
-//     the prefix's bytes; at most MaxRelocateBytes a collection; none of
-//     it still in its grace period) as relocation entries at its head,
-//     through the path uploads take, waits until it applied them, and
-//     truncates the prefix. A relocation entry
-//     moves the chunk's location at every site that applies it (an upload
-//     of bytes a site holds changes nothing there: it is not stored twice),
-//     so every site can then drop its copy of the prefix too.
+//     whole stream, so a site rewrites the live chunks located in a mostly
+//     dead prefix of each of its own stripes (live at most RelocateRatio, a
+//     quarter, of the prefix's bytes, and freeing more than plain
+//     truncation would; at most MaxRelocateBytes a collection over all
+//     stripes; none of it still in its grace period) as relocation entries
+//     at the transfer's head, through the path uploads take (AppendStriped:
+//     on whichever stripe), waits until it applied them, and truncates the
+//     prefixes. A relocation entry moves the chunk's location at every site
+//     that applies it (an upload of bytes a site holds changes nothing
+//     there: it is not stored twice), so every site can then drop its copy
+//     of the prefix too. A chunk located in another stripe, or beyond the
+//     prefix, needs no move: only locations hold a stream back.
 //
 // Why nothing that can be shown is collected: a location is deleted only
 // for a chunk no retained version names (checked again under the lock the
 // applier takes, so a location an entry just wrote survives), the
 // truncation of a stream stops below the lowest location into it, and
 // locations only ever move to entries applied after the positions the
-// truncation read; the deletions are committed before the truncation in the
-// site's one log, so a crash never leaves a location below a floor. The
+// truncation read (per stream: a location written after the positions were
+// read is of an entry beyond the position of its stream, whichever it is);
+// the deletions are committed before the truncation in the site's one log,
+// so a crash never leaves a location below a floor. The
 // stability of a version is read off frontiers, which truncation does not
 // move, so a version that was stable stays stable.
 //
@@ -104,7 +131,8 @@
 // arrives. When it arrives, the collector finds a retained version naming a
 // chunk not held here although its entry was applied, and asks the
 // version's origin for it (/fs/want/SITE/HASH): that site holds it, since
-// the version is live there, and sends it again as a relocation entry.
+// the version is live there, and sends it again as a relocation entry (on
+// any of its stripes).
 // Meanwhile a download says the chunk is not held, as for one on its way.
 //
 // A download of a chunk the site collected lately fails with ErrChunkGone
@@ -126,8 +154,9 @@
 //
 // A Service is safe for concurrent use. Service.mu guards the clock of
 // version ids and the last collection's stats; chunkStore.mu guards the own
-// chunks appended and not yet applied and the collector's candidates,
-// holds and floors. Both are leaves, never held across IO.
+// chunks and entries appended and not yet applied (with their hashes, so
+// that the applier does not hash them again) and the collector's
+// candidates, holds and floors. Both are leaves, never held across IO.
 // chunkStore.writeMu serialises the applier's and the collector's writes
 // of locations, each a read of the locations it changes and an unsynced
 // commit; it comes before chunkStore.mu. Service.gcSem admits one

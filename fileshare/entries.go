@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+
+	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
 // A files stream entry is one chunk, in one of two layouts:
@@ -35,14 +37,11 @@ func relocFrame(h [32]byte, data []byte) []byte {
 
 // parseEntry reads a files stream entry's payload: the chunk's hash and
 // bytes, and whether it is a relocation. ok is false for a payload that is
-// no valid chunk (empty or too large).
+// no valid chunk (empty or too large). It hashes the payload once.
 func parseEntry(p []byte) (h [32]byte, data []byte, reloc, ok bool) {
-	if len(p) > relocHeader && bytes.Equal(p[:len(relocMagic)], relocMagic[:]) {
-		h = [32]byte(p[len(relocMagic):relocHeader])
-		if sha256.Sum256(p[relocHeader:]) == h {
-			data = p[relocHeader:]
-			return h, data, true, len(data) <= MaxChunkBytes
-		}
+	if h, ok := relocated(p); ok {
+		data = p[relocHeader:]
+		return h, data, true, len(data) <= MaxChunkBytes
 	}
 	if len(p) == 0 || len(p) > MaxChunkBytes {
 		return h, nil, false, false
@@ -50,18 +49,51 @@ func parseEntry(p []byte) (h [32]byte, data []byte, reloc, ok bool) {
 	return sha256.Sum256(p), p, false, true
 }
 
-// looksRelocated reports whether uploaded bytes would be read back as a
-// relocation entry.
-func looksRelocated(data []byte) bool {
-	_, _, reloc, _ := parseEntry(data)
-	return reloc
+// relocated says whether p is laid out as a relocation entry (the marker,
+// then the hash of what follows), and the hash. It hashes only a payload
+// that starts with the marker.
+func relocated(p []byte) ([32]byte, bool) {
+	if len(p) <= relocHeader || !bytes.Equal(p[:len(relocMagic)], relocMagic[:]) {
+		return [32]byte{}, false
+	}
+	h := [32]byte(p[len(relocMagic):relocHeader])
+	return h, sha256.Sum256(p[relocHeader:]) == h
 }
 
-// prefixEntry + origin + seq keys what the site's copy of a files stream
+// looksRelocated reports whether uploaded bytes would be read back as a
+// relocation entry. Bytes that do not start with the marker (all but
+// deliberately made ones) cost no hashing.
+func looksRelocated(data []byte) bool {
+	_, ok := relocated(data)
+	return ok
+}
+
+// ownEntry is what the site knows of an entry it appended to one of its
+// own files streams: the chunk it holds and whether it is a relocation,
+// checked when it was appended, so that Apply need not hash it again.
+type ownEntry struct {
+	h     [32]byte
+	reloc bool
+}
+
+// parseOwn is parseEntry for an entry the site appended itself, known k.
+func parseOwn(p []byte, k ownEntry) (h [32]byte, data []byte, reloc, ok bool) {
+	if k.reloc {
+		return k.h, p[relocHeader:], true, true
+	}
+	return k.h, p, false, true
+}
+
+// prefixEntry + stream + seq keys what the site's copy of a files stream
 // entry holds (entryMeta): the collector's index of the logs, so that it
 // knows what each entry is and weighs without reading the log. Written by
 // the applier with the entry's application, deleted once the entry is
-// truncated.
+// truncated. The stream is written as its origin (length first) for stream
+// Stream, the format from before transfers were striped, so that the index
+// a site wrote then stays valid, and as origin+"\x00"+name (length first)
+// for the other stripes: no site's name holds a NUL byte (New refuses
+// one), so neither is ever the other, and no stream's keys fall under
+// another's prefix (entryPrefix).
 const prefixEntry = 'e'
 
 // entryMeta is what the index says of one files stream entry.
@@ -78,27 +110,42 @@ const (
 	metaBad
 )
 
-// entryPrefix is the index prefix of one origin's stream.
-func entryPrefix(origin string) []byte {
-	b := binary.AppendUvarint([]byte{prefixEntry}, uint64(len(origin)))
-	return append(b, origin...)
+// entryPrefix is the index prefix of one files stream.
+func entryPrefix(id stabilizer.StreamID) []byte {
+	n := len(id.Origin)
+	if id.Name != Stream {
+		n += 1 + len(id.Name)
+	}
+	b := binary.AppendUvarint([]byte{prefixEntry}, uint64(n))
+	b = append(b, id.Origin...)
+	if id.Name != Stream {
+		b = append(append(b, 0), id.Name...)
+	}
+	return b
 }
 
-func entryKey(origin string, seq uint64) []byte {
-	return binary.BigEndian.AppendUint64(entryPrefix(origin), seq)
+func entryKey(id stabilizer.StreamID, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(entryPrefix(id), seq)
 }
 
-// decodeEntryKey splits an index key into origin and seq.
-func decodeEntryKey(k []byte) (string, uint64, bool) {
+// decodeEntryKey splits an index key into stream and seq.
+func decodeEntryKey(k []byte) (stabilizer.StreamID, uint64, bool) {
 	if len(k) < 1 || k[0] != prefixEntry {
-		return "", 0, false
+		return stabilizer.StreamID{}, 0, false
 	}
 	n, w := binary.Uvarint(k[1:])
 	if w <= 0 || uint64(len(k)-1-w) != n+8 {
-		return "", 0, false
+		return stabilizer.StreamID{}, 0, false
 	}
-	o := k[1+w : 1+w+int(n)]
-	return string(o), binary.BigEndian.Uint64(k[1+w+int(n):]), true
+	c := k[1+w : 1+w+int(n)]
+	id := stabilizer.StreamID{Origin: string(c), Name: Stream}
+	if i := bytes.IndexByte(c, 0); i >= 0 {
+		id = stabilizer.StreamID{Origin: string(c[:i]), Name: string(c[i+1:])}
+		if id.Name == Stream || !isStripe(id.Name) {
+			return stabilizer.StreamID{}, 0, false
+		}
+	}
+	return id, binary.BigEndian.Uint64(k[1+w+int(n):]), true
 }
 
 func encodeEntryMeta(m entryMeta) []byte {

@@ -34,9 +34,9 @@ type GCStats struct {
 	// commit in progress names. Held: bytes of the files streams' entries
 	// this site's log holds, every origin's.
 	Live, Held int64
-	// Relocated: bytes this collection rewrote to the site's own stream
-	// (compaction, and chunks other sites asked for). Reclaimed: bytes of
-	// the entries it truncated.
+	// Relocated: bytes this collection rewrote to the site's own files
+	// streams (compaction, and chunks other sites asked for). Reclaimed:
+	// bytes of the entries it truncated.
 	Relocated, Reclaimed int64
 	Dropped              int // chunks whose location it deleted
 	Waiting              int // dead chunks it keeps until their grace period ends
@@ -104,11 +104,12 @@ func (s *Service) gcLoop() {
 
 // GC collects the file chunks no retained version names, at this site:
 // it forgets where such chunks live once their grace period is over, moves
-// the live chunks out of an old prefix of the site's own files stream that
-// is mostly dead, truncates every files stream below the lowest entry a
-// chunk is still located at, and asks for chunks that a retained version
-// names and this site dropped before it learned of the version. One runs
-// at a time; the background loop calls it every GCInterval.
+// the live chunks out of an old prefix of each of the site's own files
+// streams that is mostly dead, truncates every files stream below the
+// lowest entry a chunk is still located at, and asks for chunks that a
+// retained version names and this site dropped before it learned of the
+// version. One runs at a time; the background loop calls it every
+// GCInterval.
 func (s *Service) GC(ctx context.Context) (GCStats, error) {
 	s.mu.Lock()
 	closed := s.mu.closed
@@ -139,8 +140,6 @@ type streamPos struct{ floor, applied uint64 }
 // collect is one collection; the caller holds gcSem.
 func (s *Service) collect(ctx context.Context) (GCStats, error) {
 	st := GCStats{At: s.cfg.Now()}
-	self := s.node.Site()
-	own := stabilizer.StreamID{Origin: self, Name: Stream}
 
 	// What every version this site retains names, stable or not, early
 	// commits included: all of them, since each is a key of its own.
@@ -195,25 +194,23 @@ func (s *Service) collect(ctx context.Context) (GCStats, error) {
 		s.log.Warn("asking for chunks retained versions name", "error", err)
 	}
 
-	// Move the live chunks out of a mostly dead prefix of the own stream,
-	// and send again what other sites ask for.
-	if pos, ok := streams[own]; ok {
-		n, err := s.compact(ctx, pos, isLive, func(h [32]byte) bool { return waiting[h] })
-		st.Relocated += n
-		if err != nil && ctx.Err() != nil {
+	// Move the live chunks out of a mostly dead prefix of each own files
+	// stream, and send again what other sites ask for.
+	n, err := s.compact(ctx, streams, locs, isLive, func(h [32]byte) bool { return waiting[h] })
+	st.Relocated += n
+	if err != nil && ctx.Err() != nil {
+		return st, err
+	} else if err != nil {
+		// A full disk refuses appends: truncate what needs none.
+		s.log.Warn("relocating live chunks out of a files stream's prefix", "error", err)
+	}
+	if n > 0 && err == nil {
+		// Applied: read again, so that the prefixes they left go now.
+		if streams, err = s.fileStreams(ctx); err != nil {
 			return st, err
-		} else if err != nil {
-			// A full disk refuses appends: truncate what needs none.
-			s.log.Warn("relocating live chunks out of the files stream's prefix", "error", err)
 		}
-		if n > 0 && err == nil {
-			// Applied: read again, so that the prefix they left goes now.
-			if streams, err = s.fileStreams(ctx); err != nil {
-				return st, err
-			}
-			if locs, err = s.chunks.locations(); err != nil {
-				return st, err
-			}
+		if locs, err = s.chunks.locations(); err != nil {
+			return st, err
 		}
 	}
 	st.Relocated += s.answerWants(ctx, st.At)
@@ -222,9 +219,8 @@ func (s *Service) collect(ctx context.Context) (GCStats, error) {
 	// this site applied: what it has not applied may be located next.
 	low := map[stabilizer.StreamID]uint64{}
 	for _, r := range locs {
-		id := stabilizer.StreamID{Origin: r.Origin, Name: Stream}
-		if l, ok := low[id]; !ok || r.Seq < l {
-			low[id] = r.Seq
+		if l, ok := low[r.id()]; !ok || r.Seq < l {
+			low[r.id()] = r.Seq
 		}
 	}
 	for id, pos := range streams {
@@ -248,9 +244,9 @@ func (s *Service) collect(ctx context.Context) (GCStats, error) {
 		return st, err
 	}
 	st.Held = held
-	for origin, n := range reclaimed {
+	for id, n := range reclaimed {
 		st.Reclaimed += n
-		s.metrics.gc.reclaimed.WithLabelValues(origin).Add(float64(n))
+		s.metrics.gc.reclaimed.WithLabelValues(id.Origin).Add(float64(n))
 	}
 	return st, nil
 }
@@ -277,7 +273,8 @@ func (s *Service) retained(ctx context.Context) ([]*filesharepb.Version, error) 
 	return out, nil
 }
 
-// fileStreams says where this site stands in every files stream it knows.
+// fileStreams says where this site stands in every files stream it knows:
+// every stripe of every site's files transfer.
 func (s *Service) fileStreams(ctx context.Context) (map[stabilizer.StreamID]streamPos, error) {
 	all, err := s.node.Streams(ctx)
 	if err != nil {
@@ -288,7 +285,7 @@ func (s *Service) fileStreams(ctx context.Context) (map[stabilizer.StreamID]stre
 	n := len(schema.Sites)
 	out := map[stabilizer.StreamID]streamPos{}
 	for _, st := range all {
-		if st.Stream.Name != Stream {
+		if !isStripe(st.Stream.Name) {
 			continue
 		}
 		var applied uint64
@@ -301,46 +298,78 @@ func (s *Service) fileStreams(ctx context.Context) (map[stabilizer.StreamID]stre
 	return out, nil
 }
 
-// compact relocates the live chunks of a mostly dead prefix of the own
-// stream (planCompaction) and waits until this site applied the
-// relocations, so that the truncation that follows finds them located
-// beyond the prefix. Until a prefix it moved chunks out of is dropped
-// (peers persist it), it plans within that prefix only, so that it never
-// moves a chunk twice.
-func (s *Service) compact(ctx context.Context, pos streamPos, live, waiting func([32]byte) bool) (int64, error) {
-	own := stabilizer.StreamID{Origin: s.node.Site(), Name: Stream}
-	limit := pos.applied
-	if s.gc.relocTarget > pos.floor {
-		limit = min(limit, s.gc.relocTarget)
+// compact relocates the live chunks of a mostly dead prefix of each own
+// files stream (planCompaction), at most MaxRelocateBytes in all, and waits
+// until this site applied the relocations, so that the truncation that
+// follows finds them located beyond the prefixes. A chunk needs moving out
+// of a prefix when it is located in it (locs): one located in another
+// stream, or beyond, holds nothing there. The relocations go where
+// AppendStriped puts them, to any own stream. Until a prefix it moved
+// chunks out of is dropped (peers persist it), it plans within that prefix
+// only, so that it never moves a chunk twice.
+func (s *Service) compact(ctx context.Context, streams map[stabilizer.StreamID]streamPos, locs map[[32]byte]Ref, live, waiting func([32]byte) bool) (int64, error) {
+	self := s.node.Site()
+	var own []stabilizer.StreamID
+	for id := range streams {
+		if id.Origin == self {
+			own = append(own, id)
+		}
 	}
-	entries, err := s.chunks.entries(own.Origin, pos.floor, pos.applied)
-	if err != nil {
-		return 0, err
+	slices.SortFunc(own, func(a, b stabilizer.StreamID) int { return strings.Compare(a.Name, b.Name) })
+	type planned struct {
+		id   stabilizer.StreamID
+		plan compaction
 	}
-	plan := planCompaction(entries, limit, live, waiting, RelocateRatio, MaxRelocateBytes)
-	if len(plan.Move) == 0 {
-		return 0, nil
+	var plans []planned
+	budget := int64(MaxRelocateBytes)
+	for _, id := range own {
+		pos := streams[id]
+		limit := pos.applied
+		if t := s.gc.relocTarget[id.Name]; t > pos.floor {
+			limit = min(limit, t)
+		} else {
+			delete(s.gc.relocTarget, id.Name)
+		}
+		entries, err := s.chunks.entries(id, pos.floor, pos.applied)
+		if err != nil {
+			return 0, err
+		}
+		at := func(h [32]byte) (uint64, bool) {
+			r, ok := locs[h]
+			return r.Seq, ok && r.id() == id
+		}
+		plan := planCompaction(entries, limit, live, waiting, at, RelocateRatio, budget)
+		if len(plan.Move) > 0 {
+			plans = append(plans, planned{id, plan})
+			budget -= plan.MoveBytes
+		}
 	}
 	var moved int64
-	var last uint64
-	for _, m := range plan.Move {
-		data, err := s.chunks.read(ctx, own, m.Seq, m.Hash)
-		if err != nil {
-			return moved, err
+	last := map[string]uint64{} // per own stream, the last relocation appended
+	for _, p := range plans {
+		var bytes int64
+		for _, m := range p.plan.Move {
+			data, err := s.chunks.read(ctx, p.id, m.Seq, m.Hash)
+			if err != nil {
+				return moved, err
+			}
+			r, err := s.chunks.relocate(ctx, m.Hash, data)
+			if err != nil {
+				return moved, err
+			}
+			bytes += int64(len(data))
+			last[r.Stream] = max(last[r.Stream], r.Seq)
+			s.metrics.gc.relocated.Add(float64(len(data)))
 		}
-		r, err := s.chunks.relocate(ctx, m.Hash, data)
-		if err != nil {
-			return moved, err
-		}
-		moved += int64(len(data))
-		last = r.Seq
-		s.metrics.gc.relocated.Add(float64(len(data)))
+		moved += bytes
+		s.gc.relocTarget[p.id.Name] = p.plan.Upto
+		s.log.Debug("relocated live chunks out of a files stream's prefix", "stream", p.id.Name, "upto", p.plan.Upto,
+			"chunks", len(p.plan.Move), "bytes", bytes, "prefix_bytes", p.plan.Bytes)
 	}
-	s.gc.relocTarget = plan.Upto
-	s.log.Debug("relocated live chunks out of the files stream's prefix", "upto", plan.Upto,
-		"chunks", len(plan.Move), "bytes", moved, "prefix_bytes", plan.Bytes)
-	if err := s.node.WaitFor(ctx, own, "applied(self)", last); err != nil {
-		return moved, err
+	for name, seq := range last {
+		if err := s.node.WaitFor(ctx, stabilizer.StreamID{Origin: self, Name: name}, "applied(self)", seq); err != nil {
+			return moved, err
+		}
 	}
 	return moved, nil
 }
@@ -361,7 +390,7 @@ func (s *Service) want(ctx context.Context, vs []*filesharepb.Version, locs map[
 			if _, ok := locs[h]; ok || ch.Origin == "" || v.Origin == self {
 				continue // held, or not uploaded yet (an early commit), or ours: held
 			}
-			if pos, ok := streams[stabilizer.StreamID{Origin: ch.Origin, Name: Stream}]; !ok || pos.applied < ch.Seq {
+			if pos, ok := streams[refOf(ch).id()]; !ok || pos.applied < ch.Seq {
 				continue // on its way
 			}
 			if _, ok, err := s.chunks.locate(h); err != nil {
@@ -406,8 +435,8 @@ func (s *Service) want(ctx context.Context, vs []*filesharepb.Version, locs map[
 	return len(need), nil
 }
 
-// answerWants sends again, as relocation entries of the own stream, the
-// chunks other sites ask this one for (want), once per GCGrace each. It
+// answerWants sends again, as relocation entries of the own files streams,
+// the chunks other sites ask this one for (want), once per GCGrace each. It
 // returns the bytes sent; a chunk it cannot send now waits for the next
 // collection.
 func (s *Service) answerWants(ctx context.Context, now time.Time) int64 {
@@ -437,7 +466,7 @@ func (s *Service) answerWants(ctx context.Context, now time.Time) int64 {
 		if err != nil || !ok || r.Origin == "" {
 			continue
 		}
-		data, err := s.chunks.read(ctx, stabilizer.StreamID{Origin: r.Origin, Name: Stream}, r.Seq, h)
+		data, err := s.chunks.read(ctx, r.id(), r.Seq, h)
 		if err != nil {
 			continue // pending: not readable yet
 		}

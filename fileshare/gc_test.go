@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -59,19 +61,50 @@ func (c *cluster) gc(t *testing.T) map[string]GCStats {
 	return out
 }
 
-// filesFloor is site's truncation point of origin's files stream.
-func (c *cluster) filesFloor(t *testing.T, site, origin string) uint64 {
+// floors returns site's truncation point of each of origin's files
+// streams, by name.
+func (c *cluster) floors(t *testing.T, site, origin string) map[string]uint64 {
 	t.Helper()
 	sts, err := c.Node(site).Streams(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := map[string]uint64{}
 	for _, st := range sts {
-		if st.Stream == (stabilizer.StreamID{Origin: origin, Name: Stream}) {
-			return st.Truncated
+		if st.Stream.Origin == origin && isStripe(st.Stream.Name) {
+			out[st.Stream.Name] = st.Truncated
 		}
 	}
-	return 0
+	return out
+}
+
+// floorsBelow returns, per files stream, one less than the lowest seq
+// the chunks of vs (but those in skip) are located at: how far a site
+// truncates when those chunks are the only live ones of the stream.
+func floorsBelow(vs []*filesharepb.Version, skip ...[]byte) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, v := range vs {
+		for _, ch := range v.Chunks {
+			if slices.ContainsFunc(skip, func(b []byte) bool { return sha256.Sum256(b) == [32]byte(ch.Hash) }) {
+				continue
+			}
+			r := refOf(ch)
+			if f, ok := out[r.Stream]; !ok || r.Seq-1 < f {
+				out[r.Stream] = r.Seq - 1
+			}
+		}
+	}
+	return out
+}
+
+// stripeOf is the files stream of the chunk of data in v.
+func stripeOf(v *filesharepb.Version, data []byte) Ref {
+	for _, ch := range v.Chunks {
+		if [32]byte(ch.Hash) == sha256.Sum256(data) {
+			return refOf(ch)
+		}
+	}
+	return Ref{}
 }
 
 // download reads a version's content at a site and compares it with want.
@@ -126,9 +159,10 @@ func held(t *testing.T, s *Service, data []byte) bool {
 // TestGCReclaimsPrunedHistory: four versions of a file, each sharing its
 // first chunk with the others, with keep_versions 1. Once the three old ones
 // are pruned and every site collected (twice: the grace period passes
-// between), every site truncated the entries only those named, the shared
-// chunk survives (moved out of the dropped prefix) and the latest version
-// reads back whole everywhere.
+// between), every site truncated the entries only those named from each of
+// the origin's files streams (its chunks go out on both stripes), the
+// shared chunk survives (moved out of the dropped prefix) and the latest
+// version reads back whole everywhere.
 func TestGCReclaimsPrunedHistory(t *testing.T) {
 	c, clock := newGCCluster(t, sites3...)
 	c.share(t, us, &filesharepb.Share{Name: "ckpt", KeepVersions: 1})
@@ -138,7 +172,7 @@ func TestGCReclaimsPrunedHistory(t *testing.T) {
 	shared := chunkOf(0, 0, size)
 	var parent string
 	var last []byte
-	var kept *filesharepb.Version
+	var kept, oldest *filesharepb.Version
 	for n := 1; n <= 4; n++ {
 		data := bytes.Clone(shared)
 		for i := 1; i <= 7; i++ {
@@ -153,9 +187,17 @@ func TestGCReclaimsPrunedHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		parent, last, kept = vs[0].Id, data, vs[0]
+		if oldest == nil {
+			oldest = vs[0]
+		}
 	}
-	// Entries of us's stream: the shared chunk at 1, the others of
-	// version n at 8n-6.. (7 each): versions 1 to 3 end at 22.
+	// 29 entries over us's two stripes: the shared chunk, then 7 for each
+	// version. Versions 1 to 3 hold 22 of them, every one before version
+	// 4's in its stream.
+	want := floorsBelow([]*filesharepb.Version{kept}, shared)
+	if len(want) != 2 || want[Stream] == 0 || want[Stream+"/1"] == 0 {
+		t.Fatalf("the kept version's chunks start at %v in us's files streams: want both stripes, past older entries", want)
+	}
 	if n, err := s.Prune(ctx, "ckpt"); err != nil || n != 3 {
 		t.Fatalf("pruned %d versions (%v), want 3", n, err)
 	}
@@ -198,8 +240,8 @@ func TestGCReclaimsPrunedHistory(t *testing.T) {
 			}
 		}
 		for _, site := range sites3 {
-			if f := c.filesFloor(t, site, us); f != 22 {
-				return fmt.Errorf("%s truncated us's files stream to %d, want 22", site, f)
+			if f := c.floors(t, site, us); !maps.Equal(f, want) {
+				return fmt.Errorf("%s truncated us's files streams to %v, want %v", site, f, want)
 			}
 		}
 		return nil
@@ -215,8 +257,9 @@ func TestGCReclaimsPrunedHistory(t *testing.T) {
 		if err := download(ctx, svc, kept, last); err != nil {
 			t.Error(err)
 		}
-		if r, ok, err := svc.chunks.locate(sha256.Sum256(shared)); err != nil || !ok || r.Seq != 30 {
-			t.Errorf("%s: the shared chunk is at %+v (%v, %v), want moved to us's seq 30", site, r, ok, err)
+		was := stripeOf(oldest, shared)
+		if r, ok, err := svc.chunks.locate(sha256.Sum256(shared)); err != nil || !ok || r.Origin != us || r == was || r.Seq <= want[r.Stream] {
+			t.Errorf("%s: the shared chunk is at %+v (%v, %v), want moved from %+v past the kept version's entries", site, r, ok, err, was)
 		}
 		old := chunkOf(1, 3, size)
 		if held(t, svc, old) {
@@ -302,8 +345,10 @@ func TestGCKeepsPendingVersion(t *testing.T) {
 			t.Fatalf("%s holds a %v, b %v, c %v; want only c, of version 2", site, held(t, c.svc(site), a),
 				held(t, c.svc(site), b), held(t, c.svc(site), cc))
 		}
-		if f := c.filesFloor(t, site, us); f != 2 {
-			t.Fatalf("%s truncated us's stream to %d, want 2 (a and b)", site, f)
+		f := c.floors(t, site, us)
+		ra, rb, rc := stripeOf(v1[0], a), stripeOf(v1[0], b), stripeOf(v2[0], cc)
+		if f[ra.Stream] < ra.Seq || f[rb.Stream] < rb.Seq || f[rc.Stream] >= rc.Seq {
+			t.Fatalf("%s truncated us's streams to %v, want past a (%+v) and b (%+v), not c (%+v)", site, f, ra, rb, rc)
 		}
 	}
 
@@ -414,6 +459,100 @@ func TestGCStatsString(t *testing.T) {
 	} {
 		if got := tc.st.String(); got != tc.want {
 			t.Errorf("String() = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// TestStripedGCCompactsEveryStripe: the collector compacts and truncates
+// each of a site's files streams, not only "files". Two chunks shared by
+// every version of a file start each stripe (the transfer spreads uploads by
+// bytes: the first goes to "files", the second to "files/1"); once the old
+// versions are pruned, the site moves both out of the dead prefixes of their
+// stripes, and every site truncates both stripes below the kept version's
+// entries.
+func TestStripedGCCompactsEveryStripe(t *testing.T) {
+	c, clock := newGCCluster(t, sites3...)
+	c.share(t, us, &filesharepb.Share{Name: "ckpt", KeepVersions: 1})
+	s := c.svc(us)
+	ctx := ctxT(t)
+	const size = 4 << 10
+	a, b := chunkOf(0, 1, size), chunkOf(0, 2, size)
+	var parent string
+	var last []byte
+	var kept, oldest *filesharepb.Version
+	for n := 1; n <= 3; n++ {
+		data := append(bytes.Clone(a), b...)
+		for i := 1; i <= 6; i++ {
+			data = append(data, chunkOf(n, i, size)...)
+		}
+		f := upload(t, s, "model.bin", data, size)
+		if parent != "" {
+			f.Parents = []string{parent}
+		}
+		vs, err := s.Commit(ctx, "ckpt", []*filesharepb.FileVersion{f}, CommitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent, last, kept = vs[0].Id, data, vs[0]
+		if oldest == nil {
+			oldest = vs[0]
+		}
+	}
+	wasA, wasB := stripeOf(oldest, a), stripeOf(oldest, b)
+	if wasA.Stream != Stream || wasA.Seq != 1 || wasB.Stream != Stream+"/1" || wasB.Seq != 1 {
+		t.Fatalf("the shared chunks went to %+v and %+v: want the first entry of each stripe", wasA, wasB)
+	}
+	want := floorsBelow([]*filesharepb.Version{kept}, a, b)
+	if want[Stream] == 0 || want[Stream+"/1"] == 0 {
+		t.Fatalf("the kept version's chunks start at %v: want past older entries on both stripes", want)
+	}
+	if n, err := s.Prune(ctx, "ckpt"); err != nil || n != 2 {
+		t.Fatalf("pruned %d versions (%v), want 2", n, err)
+	}
+	for _, site := range sites3 {
+		stabilizertest.Eventually(t, 0, func() error {
+			if v := versionByID(t, c.svc(site), "ckpt", "model.bin", oldest.Id); v == nil || !v.Pruned {
+				return fmt.Errorf("%s: version 1 not pruned yet", site)
+			}
+			return nil
+		})
+	}
+	c.gc(t)
+	var relocated int64
+	stabilizertest.Eventually(t, 0, func() error {
+		clock.Add(DefaultGCGrace)
+		relocated += c.gc(t)[us].Relocated
+		for _, site := range sites3 {
+			if f := c.floors(t, site, us); !maps.Equal(f, want) {
+				return fmt.Errorf("%s truncated us's files streams to %v, want %v", site, f, want)
+			}
+		}
+		return nil
+	})
+	if relocated != 2*size {
+		t.Errorf("us relocated %d bytes, want the shared chunks' %d", relocated, 2*size)
+	}
+	for _, site := range sites3 {
+		svc := c.svc(site)
+		for name, was := range map[string]Ref{"a": wasA, "b": wasB} {
+			data := a
+			if name == "b" {
+				data = b
+			}
+			r, ok, err := svc.chunks.locate(sha256.Sum256(data))
+			if err != nil || !ok || r.Origin != us || r.Seq <= want[r.Stream] {
+				t.Errorf("%s: shared chunk %s is at %+v (%v, %v), want moved from %+v past the kept version's entries", site, name, r, ok, err, was)
+			}
+		}
+		if err := download(ctx, svc, kept, last); err != nil {
+			t.Error(err)
+		}
+		// The index of both stripes is swept below their floors.
+		for stream, f := range want {
+			es, err := svc.chunks.entries(stabilizer.StreamID{Origin: us, Name: stream}, 0, f)
+			if err != nil || len(es) != 0 {
+				t.Errorf("%s: %d index records of us's %s below its floor %d (%v)", site, len(es), stream, f, err)
+			}
 		}
 	}
 }

@@ -56,17 +56,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		commits:    c("versions_committed_total", "File versions recorded at this site.", "share"),
 		pending:    g("versions_pending_stability", "Versions this site knows that are not yet stable under the share's visibility predicate."),
 		conflicts:  g("conflicts", "Conflict copies the share shows (concurrent edits kept side by side) plus deletes that lost to an edit."),
-		chunksIn:   c("chunks_applied_total", "Chunks of the origin's files stream stored at this site.", "origin"),
-		chunkBytes: c("chunk_bytes_applied_total", "Chunk bytes of the origin's files stream stored at this site.", "origin"),
-		appliedDup: c("chunks_applied_duplicate_total", "Chunks of the origin's files stream this site held already.", "origin"),
+		chunksIn:   c("chunks_applied_total", "Chunks of the origin's files streams stored at this site.", "origin"),
+		chunkBytes: c("chunk_bytes_applied_total", "Chunk bytes of the origin's files streams stored at this site.", "origin"),
+		appliedDup: c("chunks_applied_duplicate_total", "Chunks of the origin's files streams this site held already.", "origin"),
 		pruned:     c("versions_pruned_total", "Versions this site recorded whose content history retention dropped (keep_versions, keep_seconds).", "share"),
 	}
 	m.gc = gcMetrics{
 		relocated: prometheus.NewCounter(prometheus.CounterOpts{Name: "fileshare_gc_relocated_bytes_total",
-			Help: "Chunk bytes the collector rewrote to this site's files stream: live chunks moved out of a prefix it drops, and chunks other sites asked for again."}),
+			Help: "Chunk bytes the collector rewrote to this site's files streams: live chunks moved out of a prefix it drops, and chunks other sites asked for again."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "fileshare_gc_dropped_chunks_total",
 			Help: "Chunks the collector stopped locating here: no retained version named them for the grace period."}),
-		reclaimed: c("gc_reclaimed_bytes_total", "Bytes of the origin's files stream entries the collector truncated from this site's log.", "origin"),
+		reclaimed: c("gc_reclaimed_bytes_total", "Bytes of the origin's files streams' entries the collector truncated from this site's log.", "origin"),
 		live: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fileshare_gc_live_bytes",
 			Help: "Bytes of the chunks held here that a retained version (or a commit in progress) names, at the last collection."}),
 	}

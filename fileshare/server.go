@@ -75,8 +75,8 @@ const (
 // PutChunks stores chunks in batches and answers each in order. A
 // goroutine receives ahead (up to putAheadBytes) while a batch is stored,
 // and the next batch is whatever arrived meanwhile: one append to the
-// files stream for all, where one per chunk would cost a round trip to the
-// node's loop each. A client that sends without waiting for answers thus
+// files transfer for all, where one per chunk would cost a round trip to
+// the node's loop each. A client that sends without waiting for answers thus
 // pays one round trip per batch.
 func (g *Server) PutChunks(st filesharepb.FileShare_PutChunksServer) error {
 	ra := newReadAhead(st)
@@ -98,8 +98,7 @@ func (g *Server) PutChunks(st filesharepb.FileShare_PutChunksServer) error {
 		done, perr := g.s.chunks.putBatch(st.Context(), ups)
 		for i, u := range done {
 			g.s.metrics.uploaded(rs[i].Share, len(u.Data), u.Dup)
-			err := st.Send(&filesharepb.PutChunkResponse{Hash: rs[i].Hash, Duplicate: u.Dup,
-				Ref: &filesharepb.ChunkRef{Hash: rs[i].Hash, Size: u.Ref.Size, Origin: u.Ref.Origin, Seq: u.Ref.Seq}})
+			err := st.Send(&filesharepb.PutChunkResponse{Hash: rs[i].Hash, Duplicate: u.Dup, Ref: chunkRef(rs[i].Hash, u.Ref)})
 			if err != nil {
 				return err
 			}
@@ -227,10 +226,10 @@ const WatchEvery = 20 * time.Millisecond
 
 // Watch sends an event after every change of the share's versions applied
 // here and every frontier advance of the share's visibility predicate on
-// the kv and files streams (a version may have become stable), at most one
-// per WatchEvery. Changes of records come from the share's change log, so
-// an event is sent once the log holds what it announces: a List after it
-// sees the change, whole or as a delta.
+// the kv stream and the files streams, every stripe (a version may have
+// become stable), at most one per WatchEvery. Changes of records come from
+// the share's change log, so an event is sent once the log holds what it
+// announces: a List after it sees the change, whole or as a delta.
 func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_WatchServer) error {
 	ctx := st.Context()
 	sh, err := g.s.Share(ctx, r.Share)
@@ -240,7 +239,7 @@ func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_Wat
 	_, named := g.s.node.PredicateSource(sh.Visibility)
 	if !named {
 		// An inline predicate is evaluated only while held.
-		for _, stream := range []string{Stream, kv.Stream} {
+		for _, stream := range append([]string{kv.Stream}, g.s.stripes...) {
 			release, err := g.s.node.HoldOn(ctx, sh.Visibility, stream)
 			if err != nil {
 				return toStatus(err)
@@ -253,7 +252,7 @@ func (g *Server) Watch(r *filesharepb.WatchRequest, st filesharepb.FileShare_Wat
 		return toStatus(err)
 	}
 	w := g.s.node.WatchFrontiers(256, func(a stabilizer.FrontierAdvance) bool {
-		return (a.Stream.Name == Stream || a.Stream.Name == kv.Stream) && (!named || a.Predicate == sh.Visibility)
+		return (isStripe(a.Stream.Name) || a.Stream.Name == kv.Stream) && (!named || a.Predicate == sh.Visibility)
 	})
 	defer w.Stop()
 	if err := st.Send(&filesharepb.WatchEvent{Share: r.Share}); err != nil {

@@ -118,7 +118,7 @@ func (f *fakePutStream) received() int {
 
 // TestPutChunksAppendsWhatArrivedTogetherAtOnce: chunks that arrive while
 // the site stores earlier ones are stored with one append to the files
-// stream (one round trip to the node's loop), not one each, and answered
+// transfer (one round trip to the node's loop), not one each, and answered
 // in order: a chunk sent twice and one the site held already are answered
 // as duplicates with the ref of the stored copy.
 func TestPutChunksAppendsWhatArrivedTogetherAtOnce(t *testing.T) {
@@ -148,8 +148,8 @@ func TestPutChunksAppendsWhatArrivedTogetherAtOnce(t *testing.T) {
 	var calls []int
 	var mu sync.Mutex
 	s.chunks.mu.Lock()
-	appendBatch := s.chunks.mu.appendBatch
-	s.chunks.mu.appendBatch = func(ctx context.Context, stream string, payloads [][]byte) ([]stabilizer.Appended, error) {
+	appendStriped := s.chunks.mu.appendStriped
+	s.chunks.mu.appendStriped = func(ctx context.Context, name string, payloads [][]byte) ([]stabilizer.Appended, error) {
 		mu.Lock()
 		calls = append(calls, len(payloads))
 		first := len(calls) == 1
@@ -164,7 +164,7 @@ func TestPutChunksAppendsWhatArrivedTogetherAtOnce(t *testing.T) {
 				return nil
 			})
 		}
-		return appendBatch(ctx, stream, payloads)
+		return appendStriped(ctx, name, payloads)
 	}
 	s.chunks.mu.Unlock()
 	if err := NewServer(s).PutChunks(st); err != nil {
@@ -185,7 +185,7 @@ func TestPutChunksAppendsWhatArrivedTogetherAtOnce(t *testing.T) {
 	if len(st.sent) != n {
 		t.Fatalf("%d answers for %d chunks", len(st.sent), n)
 	}
-	seqs := map[uint64]int{}
+	seqs := map[Ref]int{}
 	for i, r := range st.sent {
 		h := sha256.Sum256(want[i])
 		if [32]byte(r.Hash) != h || r.Ref == nil || r.Ref.Seq == 0 || r.Ref.Size != uint32(len(want[i])) {
@@ -193,24 +193,93 @@ func TestPutChunksAppendsWhatArrivedTogetherAtOnce(t *testing.T) {
 		}
 		switch i {
 		case 20:
-			if !r.Duplicate || r.Ref.Seq != st.sent[10].Ref.Seq {
+			if !r.Duplicate || refOf(r.Ref) != refOf(st.sent[10].Ref) {
 				t.Fatalf("answer 20 (chunk 10 again): dup %v seq %d, want a duplicate at seq %d", r.Duplicate, r.Ref.Seq, st.sent[10].Ref.Seq)
 			}
 		case 30:
-			if !r.Duplicate || r.Ref.Seq != heldRef.Seq {
+			if !r.Duplicate || refOf(r.Ref) != heldRef {
 				t.Fatalf("answer 30 (held already): dup %v seq %d, want a duplicate at seq %d", r.Duplicate, r.Ref.Seq, heldRef.Seq)
 			}
 		default:
 			if r.Duplicate {
 				t.Fatalf("answer %d: a duplicate", i)
 			}
-			if j, ok := seqs[r.Ref.Seq]; ok {
-				t.Fatalf("answers %d and %d at seq %d", j, i, r.Ref.Seq)
+			at := refOf(r.Ref)
+			at.Size = 0
+			if j, ok := seqs[at]; ok {
+				t.Fatalf("answers %d and %d at %s seq %d", j, i, at.Stream, at.Seq)
 			}
-			seqs[r.Ref.Seq] = i
+			seqs[at] = i
 		}
 		if _, ok, err := s.chunks.lookup(h); err != nil || !ok {
 			t.Fatalf("chunk %d answered but not held: %v %v", i, ok, err)
 		}
+	}
+}
+
+// TestApplyTakesOwnHashes: the origin hashes an uploaded chunk once, when
+// put checks it: its applier takes the hash of an entry it appended from
+// the append, never hashing the entry again, while other sites hash what
+// they receive. An entry appended here under a hash that is not its
+// bytes' (put would refuse it) shows which: located under that hash here,
+// under its bytes' elsewhere.
+func TestApplyTakesOwnHashes(t *testing.T) {
+	c := newCluster(t, us, eu)
+	s := c.svc(us)
+	ctx := ctxT(t)
+	data := []byte("chunk bytes")
+	claimed := sha256.Sum256([]byte("a hash the origin checked"))
+	rs, err := s.chunks.appendEntries(ctx, [][32]byte{claimed}, [][]byte{data}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.node.WaitFor(ctx, rs[0].id(), "min(applied(sites))", rs[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if !held(t, s, []byte("a hash the origin checked")) || held(t, s, data) {
+		t.Errorf("the origin located the entry by hashing it again")
+	}
+	if held(t, c.svc(eu), []byte("a hash the origin checked")) || !held(t, c.svc(eu), data) {
+		t.Errorf("another site located the entry by a hash it did not compute")
+	}
+	s.chunks.mu.Lock()
+	defer s.chunks.mu.Unlock()
+	if n := len(s.chunks.mu.own[rs[0].Stream]); n != 0 || len(s.chunks.mu.pending) != 0 || s.chunks.mu.pendingBytes != 0 {
+		t.Errorf("after the apply: %d own entries, %d pending chunks of %d bytes; want none", n, len(s.chunks.mu.pending), s.chunks.mu.pendingBytes)
+	}
+}
+
+// TestAppliedBeforeRecorded: an upload whose entry the site applies
+// before the upload's call gets the lock back (the node's applier runs
+// on its own) is stored, not left pending: no bytes stay reserved, so
+// later uploads do not wait for an apply that came already.
+func TestAppliedBeforeRecorded(t *testing.T) {
+	c := newCluster(t, us)
+	s := c.svc(us)
+	ctx := ctxT(t)
+	s.chunks.mu.Lock()
+	appendStriped := s.chunks.mu.appendStriped
+	s.chunks.mu.appendStriped = func(ctx context.Context, name string, payloads [][]byte) ([]stabilizer.Appended, error) {
+		as, err := appendStriped(ctx, name, payloads)
+		for _, a := range as {
+			if err == nil {
+				err = s.node.WaitFor(ctx, a.Stream, "applied(self)", a.Seq)
+			}
+		}
+		return as, err
+	}
+	s.chunks.mu.Unlock()
+	data := []byte("applied before its upload returned")
+	r, dup, err := s.chunks.put(ctx, sha256.Sum256(data), data)
+	if err != nil || dup {
+		t.Fatalf("put: %+v, duplicate %v, %v", r, dup, err)
+	}
+	if got, ok, err := s.chunks.locate(sha256.Sum256(data)); err != nil || !ok || got != r {
+		t.Fatalf("located at %+v (%v, %v), want %+v", got, ok, err, r)
+	}
+	s.chunks.mu.Lock()
+	defer s.chunks.mu.Unlock()
+	if len(s.chunks.mu.pending) != 0 || s.chunks.mu.pendingBytes != 0 || len(s.chunks.mu.own[r.Stream]) != 0 {
+		t.Errorf("%d pending chunks of %d bytes, %d own entries left; want none", len(s.chunks.mu.pending), s.chunks.mu.pendingBytes, len(s.chunks.mu.own[r.Stream]))
 	}
 }

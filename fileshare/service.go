@@ -4,19 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stabilizer/stabilizer/fileshare/manifest"
 	"github.com/stabilizer/stabilizer/fileshare/plan"
 	"github.com/stabilizer/stabilizer/kv"
 	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
-// Stream is the name of every site's files stream, which carries chunks.
-const Stream = "files"
+// Stream is the name of every site's files transfer, which carries
+// chunks: a striped transfer (stabilizer.Node.HandleStriped) of one bulk
+// stream per peer of the site, Stream itself (stripe 0, the one stream of
+// sites from before stripes) and Stream+"/1", ... (see Storage in the
+// package documentation).
+const Stream = manifest.Stream
+
+// isStripe reports whether a stream name is one of the files transfer's:
+// a files stream.
+func isStripe(name string) bool { return manifest.IsStripe(name) }
 
 // MaxChunkBytes is the largest chunk a site accepts.
 const MaxChunkBytes = 8 << 20
@@ -44,7 +54,7 @@ var (
 
 // Config configures a Service.
 type Config struct {
-	// Node is the site; New registers the files stream's applier, so call
+	// Node is the site; New registers the files streams' applier, so call
 	// New before Node.Start and Start after it. Required.
 	Node *stabilizer.Node
 	// KV holds share definitions and file versions. Required.
@@ -133,6 +143,8 @@ type Service struct {
 	log     hclog.Logger
 	chunks  *chunkStore
 	metrics *metrics
+	// stripes: the names of the files transfer's streams (HandleStriped).
+	stripes []string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -142,9 +154,9 @@ type Service struct {
 	// by the collection holding gcSem.
 	gcSem chan struct{}
 	gc    struct {
-		// relocTarget: the prefix of the own stream the last compaction
-		// moved chunks out of, until it is dropped.
-		relocTarget uint64
+		// relocTarget: per own files stream, the prefix the last
+		// compaction moved chunks out of, until it is dropped.
+		relocTarget map[string]uint64
 		// answered: chunks sent again for other sites, and when.
 		answered map[[32]byte]time.Time
 	}
@@ -178,10 +190,17 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, node: cfg.Node, kv: cfg.KV, log: cfg.Logger, gcSem: make(chan struct{}, 1)}
 	s.gc.answered = map[[32]byte]time.Time{}
+	s.gc.relocTarget = map[string]uint64{}
 	s.lists.shares = map[string]*shareLog{}
 	s.metrics = newMetrics(cfg.Registerer)
+	for _, site := range cfg.Node.Schema().Sites {
+		// The entry index keys a stripe by origin+"\x00"+stream (entries.go).
+		if strings.ContainsRune(site, 0) {
+			return nil, fmt.Errorf("fileshare: site %q: a NUL byte in a site's name is not supported", site)
+		}
+	}
 	s.chunks = newChunkStore(ns, cfg.Node, s.metrics, s.log)
-	if err := cfg.Node.HandleBulk(Stream, s.chunks); err != nil {
+	if s.stripes, err = cfg.Node.HandleStriped(Stream, s.chunks); err != nil {
 		return nil, err
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -167,7 +167,7 @@ func (s *Service) resolveChunks(v *filesharepb.Version, f *filesharepb.FileVersi
 		} else if !ok {
 			return fmt.Errorf("%w: %q chunk %d (%x): upload it first", ErrMissingChunk, f.Path, i, h[:8])
 		}
-		v.Chunks = append(v.Chunks, &filesharepb.ChunkRef{Hash: c.Hash, Size: r.Size, Origin: r.Origin, Seq: r.Seq})
+		v.Chunks = append(v.Chunks, chunkRef(c.Hash, r))
 		v.Size += int64(r.Size)
 		chunks = append(chunks, plan.Chunk{Hash: h, Size: r.Size})
 	}
@@ -180,7 +180,7 @@ func (s *Service) resolveChunks(v *filesharepb.Version, f *filesharepb.FileVersi
 }
 
 // waitChunks waits until the chunks of vs are stable under pred: per files
-// stream, its highest seq they name.
+// stream (each stripe of each origin's), its highest seq they name.
 func (s *Service) waitChunks(ctx context.Context, pred string, vs []*filesharepb.Version) error {
 	need := map[stabilizer.StreamID]uint64{}
 	for _, v := range vs {

@@ -14,15 +14,15 @@ import (
 // stays correct, only unshared.
 const (
 	// MinSize is the smallest chunk, except the last of a file.
-	MinSize = 512 << 10
+	MinSize = 192 << 10
 	// AvgSize is the mean chunk size on random data: MinSize plus the
-	// mean distance 1<<averageBits from there to a cut.
+	// mean distance 1<<averageBits from there to a cut (384 KiB).
 	AvgSize = MinSize + 1<<averageBits
 	// MaxSize is the largest chunk; a chunk this big was cut by size, not
 	// content. PutChunkRequest carries at most 8 MiB.
 	MaxSize = 8 << 20
 
-	averageBits = 19
+	averageBits = 18
 )
 
 // Polynomial is the irreducible polynomial of the Rabin fingerprint, fixed

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	fschunks "github.com/stabilizer/stabilizer/fileshare/chunks"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
 	"github.com/stabilizer/stabilizer/fileshare/plan"
 	"github.com/stabilizer/stabilizer/fileshare/safepath"
@@ -73,7 +74,7 @@ func TestDownloadWritesEachByteOnce(t *testing.T) {
 	data := randomBytes(t, 24<<20)
 	chunks := interrupted(t, e, a, b, data, 3)
 	fetched := b.Stats().BytesDownloaded
-	if fetched < 3*512<<10 {
+	if fetched < 3*fschunks.MinSize {
 		t.Fatalf("fetched %d bytes of 3 chunks", fetched)
 	}
 	var want int64

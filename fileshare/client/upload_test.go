@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stabilizer/stabilizer/fileshare/chunks"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
 )
 
@@ -24,9 +25,16 @@ func (c *tclient) run() {
 	})
 }
 
+// oneChunk is the size of a file of one chunk: less than a chunk's
+// minimum.
+const oneChunk = chunks.MinSize * 15 / 16
+
 // oneChunkFiles writes n files of size bytes (less than a chunk's minimum,
 // so one chunk each).
 func oneChunkFiles(t *testing.T, c *tclient, n, size int) {
+	if size >= chunks.MinSize {
+		t.Fatalf("files of %d bytes may be cut in two: at least chunks.MinSize (%d)", size, chunks.MinSize)
+	}
 	for i := range n {
 		c.write(fmt.Sprintf("ckpt/shard-%d", i), string(randomBytes(t, size)))
 	}
@@ -39,7 +47,7 @@ func TestUploadsRunSideBySide(t *testing.T) {
 	e := newEnv(t, &filesharepb.Share{Name: "docs"})
 	site := e.sites["us-east-1"]
 	a := e.client("a", "us-east-1", Options{})
-	oneChunkFiles(t, a, 6, 300<<10)
+	oneChunkFiles(t, a, 6, oneChunk)
 	site.HoldPutChunks(true)
 	a.run()
 	e.cl.WaitFor(t, "4 uploads at once", func() bool { return site.PutStreams().Held == DefaultUploads })
@@ -52,7 +60,7 @@ func TestUploadsRunSideBySide(t *testing.T) {
 		if f.State == StateUploading {
 			uploading++
 			// Done is written at most every statusEvery.
-			if f.Transfer == nil || f.Transfer.Bytes != 300<<10 || f.Transfer.Done > f.Transfer.Bytes {
+			if f.Transfer == nil || f.Transfer.Bytes != oneChunk || f.Transfer.Done > f.Transfer.Bytes {
 				t.Errorf("%s: transfer %+v, want 300 KiB to move", f.Path, f.Transfer)
 			}
 		}
@@ -73,7 +81,7 @@ func TestUploadsRunSideBySide(t *testing.T) {
 func TestUploadBytesBoundsWhatIsInFlight(t *testing.T) {
 	e := newEnv(t, &filesharepb.Share{Name: "docs"})
 	site := e.sites["us-east-1"]
-	const budget, size = 1 << 20, 300 << 10 // three chunks fit, not four
+	const budget, size = 7 * oneChunk / 2, oneChunk // three chunks fit, not four
 	a := e.client("a", "us-east-1", Options{Uploads: 8, UploadBytes: budget})
 	oneChunkFiles(t, a, 8, size)
 	site.HoldPutChunks(true)

@@ -504,14 +504,19 @@ func (x *PutChunkResponse) GetDuplicate() bool {
 	return false
 }
 
-// ChunkRef names a chunk and where it lives: the seq of the files stream
-// of the origin site that carried it.
+// ChunkRef names a chunk and where it lives: entry seq of one files
+// stream of the origin site that carried it.
 type ChunkRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hash          []byte                 `protobuf:"bytes,1,opt,name=hash,proto3" json:"hash,omitempty"`
-	Size          uint32                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
-	Origin        string                 `protobuf:"bytes,3,opt,name=origin,proto3" json:"origin,omitempty"`
-	Seq           uint64                 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Hash   []byte                 `protobuf:"bytes,1,opt,name=hash,proto3" json:"hash,omitempty"`
+	Size   uint32                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Origin string                 `protobuf:"bytes,3,opt,name=origin,proto3" json:"origin,omitempty"`
+	Seq    uint64                 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	// stream is which of the origin's files streams (the stripes of its
+	// files transfer: "files", "files/1", ...) holds the entry; empty means
+	// "files", as in refs written before transfers were striped. Set only
+	// with origin and seq.
+	Stream        string `protobuf:"bytes,5,opt,name=stream,proto3" json:"stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -572,6 +577,13 @@ func (x *ChunkRef) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *ChunkRef) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
 }
 
 // Version is one recorded state of one path. It is also the manifest
@@ -1407,12 +1419,13 @@ const file_fileshare_filesharepb_fileshare_proto_rawDesc = "" +
 	"\x10PutChunkResponse\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\fR\x04hash\x123\n" +
 	"\x03ref\x18\x02 \x01(\v2!.stabilizer.fileshare.v1.ChunkRefR\x03ref\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\\\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"t\n" +
 	"\bChunkRef\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\fR\x04hash\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12\x16\n" +
 	"\x06origin\x18\x03 \x01(\tR\x06origin\x12\x10\n" +
-	"\x03seq\x18\x04 \x01(\x04R\x03seq\"\x80\x04\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06stream\x18\x05 \x01(\tR\x06stream\"\x80\x04\n" +
 	"\aVersion\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +

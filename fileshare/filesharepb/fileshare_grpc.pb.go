@@ -49,11 +49,11 @@ type FileShareClient interface {
 	// client uploads only those.
 	Missing(ctx context.Context, in *MissingRequest, opts ...grpc.CallOption) (*MissingResponse, error)
 	// PutChunks stores chunks at the site: each is checked against its hash,
-	// appended to the site's files stream (which replicates it) and answered
-	// with where it lives, in the order sent. A chunk the site holds already
-	// is not stored again. Chunks that arrive while the site stores earlier
-	// ones are stored together, so a client should send without waiting for
-	// answers.
+	// appended to one of the site's files streams (which replicate it) and
+	// answered with where it lives, in the order sent. A chunk the site holds
+	// already is not stored again. Chunks that arrive while the site stores
+	// earlier ones are stored together, so a client should send without
+	// waiting for answers.
 	PutChunks(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PutChunkRequest, PutChunkResponse], error)
 	// Commit records file versions (one, or a directory's as one commit)
 	// once every chunk they name is held, and returns when they are stable
@@ -205,11 +205,11 @@ type FileShareServer interface {
 	// client uploads only those.
 	Missing(context.Context, *MissingRequest) (*MissingResponse, error)
 	// PutChunks stores chunks at the site: each is checked against its hash,
-	// appended to the site's files stream (which replicates it) and answered
-	// with where it lives, in the order sent. A chunk the site holds already
-	// is not stored again. Chunks that arrive while the site stores earlier
-	// ones are stored together, so a client should send without waiting for
-	// answers.
+	// appended to one of the site's files streams (which replicate it) and
+	// answered with where it lives, in the order sent. A chunk the site holds
+	// already is not stored again. Chunks that arrive while the site stores
+	// earlier ones are stored together, so a client should send without
+	// waiting for answers.
 	PutChunks(grpc.BidiStreamingServer[PutChunkRequest, PutChunkResponse]) error
 	// Commit records file versions (one, or a directory's as one commit)
 	// once every chunk they name is held, and returns when they are stable

@@ -54,12 +54,16 @@ type listedState struct {
 	persistedAt []string
 }
 
+// stripes is how many files streams a fake site spreads its chunks over,
+// as a site of three does (one per peer).
+const stripes = 2
+
 // site is one fake site's own state, guarded by Cluster.mu.
 type site struct {
 	name      string
 	chunks    map[[32]byte][]byte
 	refs      map[[32]byte]*filesharepb.ChunkRef
-	seq       uint64
+	seq       [stripes]uint64 // per stripe of the files transfer
 	holdChunk bool
 	pending   map[[32]byte]*filesharepb.ChunkRef // arrived elsewhere, held back
 	failAfter int                                // GetChunks: fail after this many chunks; < 0 never
@@ -447,8 +451,14 @@ func (c *Cluster) putChunk(name string, hash, data []byte) (*filesharepb.PutChun
 	if r, ok := s.refs[h]; ok {
 		return &filesharepb.PutChunkResponse{Hash: hash, Ref: proto.Clone(r).(*filesharepb.ChunkRef), Duplicate: true}, nil
 	}
-	s.seq++
-	r := &filesharepb.ChunkRef{Hash: h[:], Size: uint32(len(data)), Origin: name, Seq: s.seq}
+	// Stored on the stripes in turn, as a site spreads its chunks over
+	// its files streams: refs name the stream ("" for "files").
+	i := s.put % stripes
+	s.seq[i]++
+	r := &filesharepb.ChunkRef{Hash: h[:], Size: uint32(len(data)), Origin: name, Seq: s.seq[i]}
+	if i > 0 {
+		r.Stream = fmt.Sprintf("files/%d", i)
+	}
 	d := slices.Clone(data)
 	s.chunks[h], s.refs[h] = d, r
 	s.put++

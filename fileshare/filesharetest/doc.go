@@ -3,10 +3,12 @@
 // one in-memory Cluster (shares and versions, as the KV would replicate
 // them), each with a chunk set of its own. They implement what
 // fileshare.proto says well enough to test a sync client with: shares,
-// Missing, PutChunks checked against their hashes, Commit that needs every
-// chunk held at its site and waits for stability, List with stable and
-// persisted_at and, given a cursor, only what changed since, Watch,
-// GetChunks with held = false for chunks that have not arrived. Nothing is persisted or replicated for real and no predicate is
+// Missing, PutChunks checked against their hashes (answered with refs
+// spread over two files streams, as a site of three stores them), Commit
+// that needs every chunk held at its site and waits for stability, List
+// with stable and persisted_at and, given a cursor, only what changed
+// since, Watch, GetChunks with held = false for chunks that have not
+// arrived. Nothing is persisted or replicated for real and no predicate is
 // evaluated: a version is stable unless the test holds it, and a chunk put
 // at one site is at every other at once unless the test holds its arrival
 // there. Version history is never trimmed (keep_versions is stored, not

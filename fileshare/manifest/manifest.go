@@ -3,6 +3,7 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -28,9 +29,33 @@ const (
 	// MaxCommitFiles is the most versions of one commit.
 	MaxCommitFiles = 1 << 20
 	// MaxBytes is the longest encoding Decode reads: MaxChunks chunks with
-	// origins of 64 bytes fit.
-	MaxBytes = 128 << 20
+	// origins of 64 bytes, seqs of 64 bits and streams named (129 bytes a
+	// chunk at most) fit.
+	MaxBytes = 144 << 20
 )
+
+// Stream is the name of the files transfer (fileshare.Stream), whose
+// stripes hold the chunks a manifest names: stripe 0 is the stream
+// "files", stripe i > 0 the stream "files/i" (stabilizer.Node.HandleStriped).
+const Stream = "files"
+
+// IsStripe reports whether name is a stripe of the files transfer: Stream,
+// or Stream+"/"+i for a decimal i > 0 without leading zeros.
+func IsStripe(name string) bool {
+	if name == Stream {
+		return true
+	}
+	i, ok := strings.CutPrefix(name, Stream+"/")
+	if !ok || i == "" || i[0] == '0' || len(i) > 9 {
+		return false
+	}
+	for _, c := range []byte(i) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // ErrBadManifest is wrapped by every refusal of Validate and Decode.
 var ErrBadManifest = errors.New("manifest: bad manifest")
@@ -119,7 +144,8 @@ func precheck(b []byte) error {
 //     content of no chunks;
 //   - otherwise every chunk has a 32-byte hash, a size in (0,
 //     chunks.MaxSize], an origin and a seq > 0 or neither (not yet
-//     located), at most MaxChunks of them;
+//     located), a stream only with them and then a stripe of the files
+//     transfer (IsStripe; empty means Stream), at most MaxChunks of them;
 //     their sizes sum to size; content is the 32-byte hash of the chunk
 //     list (plan.ContentOf);
 //   - mode holds only permission bits (<= 0o777);
@@ -215,11 +241,19 @@ func Validate(v *filesharepb.Version) error {
 			// A chunk names where it lives (origin and seq), or neither:
 			// a version recorded before its chunks were uploaded
 			// (CommitRequest.early), resolved by hash at each site.
+			// It lives in one of the origin's files streams: stream,
+			// empty for Stream (refs written before transfers were
+			// striped, and stripe 0's since).
 			if c.GetOrigin() != "" || c.GetSeq() != 0 {
 				name(fmt.Sprintf("chunks[%d] origin", i), c.GetOrigin())
 				if c.GetSeq() == 0 {
 					bad("chunks[%d] seq 0", i)
 				}
+				if st := c.GetStream(); st != "" && !IsStripe(st) {
+					bad("chunks[%d] stream %s, want %q or %q", i, quote(st), Stream, Stream+"/N")
+				}
+			} else if st := c.GetStream(); st != "" {
+				bad("chunks[%d] stream %s without an origin and a seq", i, quote(st))
 			}
 			sum += int64(c.GetSize())
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ func valid() *filesharepb.Version {
 			{Hash: hash(1), Size: chunks.MaxSize, Origin: "us-east-1", Seq: 7},
 			{Hash: hash(2), Size: chunks.MinSize, Origin: "eu-west-1", Seq: 1},
 			{Hash: hash(1), Size: chunks.MaxSize, Origin: "us-east-1", Seq: 7},
-			{Hash: hash(3), Size: 10, Origin: "us-east-1", Seq: 9},
+			{Hash: hash(3), Size: 10, Origin: "us-east-1", Seq: 9, Stream: "files/1"},
 		},
 	}
 	v.Size = 2*chunks.MaxSize + chunks.MinSize + 10
@@ -148,7 +149,10 @@ func TestValidateRefuses(t *testing.T) {
 		{"chunk too big", func(v *filesharepb.Version) { v.Size++; v.Chunks[0].Size++ }, "chunks[0] size 8388609", false},
 		{"chunk without origin", func(v *filesharepb.Version) { v.Chunks[2].Origin = "" }, "chunks[2] origin empty", false},
 		{"chunk seq 0", func(v *filesharepb.Version) { v.Chunks[2].Seq = 0 }, "chunks[2] seq 0", false},
-		{"size off", func(v *filesharepb.Version) { v.Size++ }, "size 17301515, its chunks sum to 17301514", false},
+		{"chunk of another stream", func(v *filesharepb.Version) { v.Chunks[1].Stream = "kv" }, `chunks[1] stream "kv", want "files" or "files/N"`, false},
+		{"chunk of stripe 0 spelled", func(v *filesharepb.Version) { v.Chunks[1].Stream = "files/0" }, `chunks[1] stream "files/0"`, false},
+		{"stream without origin", func(v *filesharepb.Version) { v.Chunks[3].Origin, v.Chunks[3].Seq = "", 0 }, `chunks[3] stream "files/1" without an origin and a seq`, false},
+		{"size off", func(v *filesharepb.Version) { v.Size++ }, fmt.Sprintf("size %d, its chunks sum to %d", 2*chunks.MaxSize+chunks.MinSize+11, 2*chunks.MaxSize+chunks.MinSize+10), false},
 		{"negative size", func(v *filesharepb.Version) { *v = *emptyFile(); v.Size = -1 }, "size -1, its chunks sum to 0", false},
 		{"no content", func(v *filesharepb.Version) { v.Content = nil }, "content of 0 bytes, want 32", false},
 		{"empty file without content", func(v *filesharepb.Version) { *v = *emptyFile(); v.Content = nil }, "content of 0 bytes", false},
@@ -243,7 +247,7 @@ func TestDecodeRefuses(t *testing.T) {
 		"too many chunks":  {chunkField(MaxChunks + 1), "1048577 chunks, at most 1048576"},
 		"too many parents": {parentField(fieldParents, MaxParents+1), "65 parents, at most 64"},
 		"too many kept":    {parentField(fieldKept, MaxParents+1), "65 kept, at most 64"},
-		"too long":         {make([]byte, MaxBytes+1), "134217729 bytes, at most 134217728"},
+		"too long":         {make([]byte, MaxBytes+1), "150994945 bytes, at most 150994944"},
 		"bad utf-8 path": {
 			protowire.AppendString(protowire.AppendTag(nil, 2, protowire.BytesType), "a\xff"),
 			"invalid UTF-8",
@@ -314,4 +318,16 @@ func equalPlan(a, b plan.Version) bool {
 		a.Mode == b.Mode && a.MTime == b.MTime && a.Content == b.Content &&
 		slices.Equal(a.Chunks, b.Chunks) && a.HLC == b.HLC && a.Origin == b.Origin &&
 		a.Commit == b.Commit && a.CommitFiles == b.CommitFiles && a.Stable == b.Stable
+}
+
+func TestIsStripe(t *testing.T) {
+	for name, want := range map[string]bool{
+		"files": true, "files/1": true, "files/12": true, "files/999999999": true,
+		"": false, "files/": false, "files/0": false, "files/01": false, "files/-1": false, "files/1x": false,
+		"files/1/2": false, "kv": false, "file": false, "files1": false, "files/1234567890": false,
+	} {
+		if got := IsStripe(name); got != want {
+			t.Errorf("IsStripe(%q) = %v, want %v", name, got, want)
+		}
+	}
 }

@@ -151,10 +151,16 @@ func fsReport(res *fsResults, plots []string) string {
 		w("| %s | %s | %s | %s | %.3f | %s | %s | %s | %.0f%% | %s |\n", sysLabel(c.System), c.Checkpoint, mib(c.ChangedBytes), mib(most),
 			float64(most)/float64(c.ChangedBytes), mib(c.wireTotal()), secs(c.WindowMs), strings.Join(util, ", "), c.CPUIdle*100, secs(c.WriteMs))
 	}
+	chunking := "content-defined"
+	if c := res.Chunking; c != nil && c.Chunks > 0 {
+		// The run's own chunker: results from before smaller chunks say
+		// what they were cut with.
+		chunking += fmt.Sprintf(", mean %d KiB on random bytes", c.Bytes/int64(c.Chunks)>>10)
+	}
 	for _, c := range res.Runs {
 		if c.ChunkLackBytes > 0 {
-			w("\n%s %s: our chunks (content-defined, 512 KiB–8 MiB, mean 1 MiB) that the previous checkpoint lacks add up to %s for %s changed (%.3f×): the cost of cutting at content boundaries around each edited run.\n",
-				sysLabel(c.System), c.Checkpoint, mib(c.ChunkLackBytes), mib(c.ChangedBytes), float64(c.ChunkLackBytes)/float64(c.ChangedBytes))
+			w("\n%s %s: our chunks (%s) that the previous checkpoint lacks add up to %s for %s changed (%.3f×): the cost of cutting at content boundaries around each edited run.\n",
+				sysLabel(c.System), c.Checkpoint, chunking, mib(c.ChunkLackBytes), mib(c.ChangedBytes), float64(c.ChunkLackBytes)/float64(c.ChangedBytes))
 		}
 	}
 	for _, c := range res.Runs {
