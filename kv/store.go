@@ -38,7 +38,7 @@ const (
 	DefaultWait          = "majority"
 	DefaultTimeout       = 10 * time.Second
 	DefaultMaxKeyBytes   = 4096
-	DefaultMaxValueBytes = 1 << 20
+	DefaultMaxValueBytes = 4 << 20
 )
 
 // Reader answers quorum reads for one other site: its version of a key,
@@ -57,7 +57,9 @@ type Config struct {
 	DefaultWait string
 	// DefaultTimeout bounds waits of requests without a deadline. Default 10s.
 	DefaultTimeout time.Duration
-	// MaxKeyBytes defaults to 4096, MaxValueBytes to 1 MiB.
+	// MaxKeyBytes defaults to 4096, MaxValueBytes to 4 MiB (a file's version
+	// record names its chunks: 4 MiB holds some 70,000 refs, a file of about
+	// 30 GiB).
 	MaxKeyBytes, MaxValueBytes int
 	// Peers reach the other sites for quorum reads, by site name.
 	Peers map[string]Reader

@@ -89,9 +89,8 @@
 // to a cut (256 KiB, 2^17) resynchronizes late after a run and buys little
 // for its chunks. Smaller chunks cost per chunk: a location, an index
 // record and an entry at each site, and a chunk ref (about 60 bytes) in
-// the manifest, whose KV record is bounded by the KV's value limit (1 MiB
-// by default: some 17,500 refs, a file of about 7.5 GiB at this mean; 18
-// GiB at 1 MiB). Chunking and hashing run at the same speed within the
+// the manifest, whose KV record is bounded by the KV's value limit (4 MiB
+// by default: some 70,000 refs, a file of about 30 GiB at this mean). Chunking and hashing run at the same speed within the
 // noise (410–580 MB/s on one core here for every row): the chunker hashes
 // only past MinSize, half or less of the bytes in each row.
 //

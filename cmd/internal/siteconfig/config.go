@@ -91,7 +91,9 @@ type KV struct {
 	// DefaultTimeout bounds a wait when the request sets no deadline.
 	// Default 10s.
 	DefaultTimeout time.Duration `yaml:"default_timeout,omitempty"`
-	// MaxKeyBytes defaults to 4096, MaxValueBytes to 1 MiB.
+	// MaxKeyBytes defaults to 4096, MaxValueBytes to 4 MiB (a file's version
+	// record names its chunks: 4 MiB holds some 70,000 refs, a file of about
+	// 30 GiB).
 	MaxKeyBytes   int `yaml:"max_key_bytes,omitempty"`
 	MaxValueBytes int `yaml:"max_value_bytes,omitempty"`
 	// Retention bounds what the site keeps on disk of the kv log and of
@@ -175,7 +177,7 @@ const (
 	DefaultWait          = "majority"
 	DefaultTimeout       = 10 * time.Second
 	DefaultMaxKeyBytes   = 4096
-	DefaultMaxValueBytes = 1 << 20
+	DefaultMaxValueBytes = 4 << 20
 )
 
 // Load reads, defaults and validates a config file.
