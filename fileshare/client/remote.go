@@ -38,7 +38,11 @@ func dialRemote(addrs []string, share string, opts []grpc.DialOption) (*remote, 
 	if len(opts) == 0 {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
-	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)))
+	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)),
+		// Chunks of up to 8 MiB: windows and buffers of that order, not
+		// gRPC's 64 KiB stream window (see the site's server options).
+		grpc.WithReadBufferSize(256<<10), grpc.WithWriteBufferSize(256<<10),
+		grpc.WithInitialWindowSize(8<<20), grpc.WithInitialConnWindowSize(32<<20))
 	r := &remote{addrs: append([]string(nil), addrs...), share: share, opts: opts}
 	r.mu.conns = make([]*grpc.ClientConn, len(addrs))
 	for i, a := range addrs {

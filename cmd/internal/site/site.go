@@ -225,7 +225,13 @@ func (s *Site) serveGRPC(l net.Listener, tlsCfg *tls.Config) {
 		reqs.WithLabelValues(method, predicateLabel(pred), outcome).Observe(d.Seconds())
 	}
 	limit := max(s.cfg.KV.MaxValueBytes+s.cfg.KV.MaxKeyBytes, pubsub.MaxMessageBytes, fileshare.MaxMessageBytes) + 64<<10
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(limit)}
+	// Chunks of up to 8 MiB stream to and from clients. gRPC's default
+	// 64 KiB stream window made an upload wait for a window update every
+	// 64 KiB, a scheduling round trip each on a busy host: uploads into a
+	// site ran at ~40 MB/s. Windows and buffers of the chunks' order lift
+	// that (measured: a 256 MiB checkpoint prestaged in 2-4 s, not 5-8 s).
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(limit), grpc.ReadBufferSize(256 << 10), grpc.WriteBufferSize(256 << 10),
+		grpc.InitialWindowSize(8 << 20), grpc.InitialConnWindowSize(32 << 20)}
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
