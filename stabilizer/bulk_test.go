@@ -335,3 +335,72 @@ func TestAppendStriped(t *testing.T) {
 		}
 	}
 }
+
+// heldBulk is a transport whose bulk plane takes no frame until released:
+// the bulk lane's queue is full, as behind a slow link.
+type heldBulk struct {
+	stabilizer.Transport
+	gate <-chan struct{}
+	held *atomic.Int32
+}
+
+func (h heldBulk) Send(peer string, plane stabilizer.Plane, frame []byte) error {
+	if plane == stabilizer.PlaneBulk {
+		h.held.Add(1)
+		<-h.gate
+	}
+	return h.Transport.Send(peer, plane, frame)
+}
+
+// TestKVNotHeldBehindBulkSend: while a site's bulk lane takes nothing (its
+// sends block), a write to another stream still reaches its peer and is
+// acknowledged under `all`; the bulk entry follows once the lane moves.
+func TestKVNotHeldBehindBulkSend(t *testing.T) {
+	gate := make(chan struct{})
+	var held atomic.Int32
+	network := stabilizertest.NewNetwork()
+	defer network.Close()
+	c := stabilizertest.NewCluster(t, stabilizertest.Options{Sites: []string{"a", "b"},
+		Transport: func(site string) stabilizer.Transport {
+			return heldBulk{network.Transport(site), gate, &held}
+		},
+		Setup: func(site string, n *stabilizer.Node) error {
+			r := newRecorder()
+			if err := n.HandleBulk("files", r); err != nil {
+				return err
+			}
+			return n.Handle("kv", r)
+		}})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(gate)
+		}
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := c.Node("a")
+	files, err := a.Append(ctx, "files", chunk(1, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stabilizertest.Eventually(t, 10*time.Second, func() error {
+		if held.Load() == 0 {
+			return errors.New("the bulk entry has not been sent yet")
+		}
+		return nil
+	})
+	kv, err := a.Append(ctx, "kv", []byte("job-7 running"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WaitFor(ctx, kv.Stream, "all", kv.Seq); err != nil {
+		t.Fatalf("kv write behind a bulk send that waits for room: %v", err)
+	}
+	release()
+	if err := a.WaitFor(ctx, files.Stream, "all", files.Seq); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -31,8 +31,11 @@ func (h handler) Frame(from string, plane Plane, frame []byte) {
 		return // the peer resends it once space is back (disk.go)
 	}
 	ch := h.n.inputs
-	if plane == PlaneControl {
+	switch plane {
+	case PlaneControl:
 		ch = h.n.ctrl
+	case PlaneBulk:
+		ch = h.n.bulkIn
 	}
 	_ = h.n.submitTo(h.n.ctx, ch, func() {
 		if err := h.n.core.Step(m); err != nil {
@@ -78,6 +81,19 @@ func (n *Node) planeChange(peer string, plane Plane, up bool) {
 			n.log.Warn("peer", "peer", peer, "error", err)
 		}
 	})
+}
+
+// sendBulk sends the bulk messages release hands it, in order.
+func (n *Node) sendBulk() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case m := <-n.bulkOut:
+			n.send(m)
+		}
+	}
 }
 
 // send encodes and hands a message to the transport. A failed send is

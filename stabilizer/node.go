@@ -205,6 +205,13 @@ type Node struct {
 
 	inputs chan func()
 	ctrl   chan func() // control-plane input, taken before data
+	// bulkIn is the bulk plane's input, taken after data and control: a
+	// KV write's frame never waits in line behind file chunks. bulkOut
+	// carries the bulk messages of released Readies to sendBulk, so that
+	// encoding megabytes of chunks, or waiting for room in the bulk
+	// lane's queue, never holds up the release of what comes after.
+	bulkIn  chan func()
+	bulkOut chan *core.Message
 	// The loop hands each Ready to the writer on toWrite; the writer
 	// applies it to the store (ordered, not yet durable) and says so on
 	// applied, and the loop calls Advance, so the next Ready can be built
@@ -330,6 +337,10 @@ func New(cfg Config) (*Node, error) {
 		m:      m,
 		inputs: make(chan func(), 4096),
 		ctrl:   make(chan func(), 1024),
+		bulkIn: make(chan func(), 1024),
+		// The core bounds the bulk bytes in flight per peer; this bounds
+		// the messages (each a batch of entries) waiting to be encoded.
+		bulkOut: make(chan *core.Message, 4096),
 		// Buffered so that no stage ever blocks on the next: one Ready is
 		// applied at a time and at most maxOutstanding are out.
 		toWrite:   make(chan *core.Ready, 1),
@@ -453,11 +464,12 @@ func (n *Node) Start() error {
 		go n.runTransfers()
 		go n.runPings()
 	}
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.loop()
 	go n.writer()
 	go n.completer()
 	go n.runBulk()
+	go n.sendBulk()
 	n.startDiskGuard()
 	if n.cfg.Transport != nil {
 		if err := n.cfg.Transport.Start(handler{n}); err != nil {
@@ -579,14 +591,17 @@ func (n *Node) loop() {
 			f()
 		case f := <-n.inputs:
 			f()
+		case f := <-n.bulkIn:
+			f()
 		}
 		n.drain()
 		n.nextReady()
 	}
 }
 
-// drain runs what else is waiting, control input first, so that everything
-// that arrived together goes into one Ready (one fsync).
+// drain runs what else is waiting, control input first and bulk input
+// last, so that everything that arrived together goes into one Ready (one
+// fsync).
 func (n *Node) drain() {
 	for range 4096 {
 		select {
@@ -598,7 +613,18 @@ func (n *Node) drain() {
 		select {
 		case f := <-n.ctrl:
 			f()
+			continue
 		case f := <-n.inputs:
+			f()
+			continue
+		default:
+		}
+		select {
+		case f := <-n.ctrl:
+			f()
+		case f := <-n.inputs:
+			f()
+		case f := <-n.bulkIn:
 			f()
 		default:
 			return

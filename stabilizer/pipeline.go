@@ -173,7 +173,16 @@ func (n *Node) waitDurable(p *storage.Pending) bool {
 func (n *Node) release(j *job) {
 	rd := j.rd
 	for i := range rd.Messages {
-		n.send(&rd.Messages[i])
+		m := &rd.Messages[i]
+		if m.Plane() != PlaneBulk {
+			n.send(m)
+			continue
+		}
+		select {
+		case n.bulkOut <- m:
+		case <-n.stop:
+			return
+		}
 	}
 	n.deliver(rd.Deliver, n.released+1)
 	n.pub.publish(rd.Frontiers, rd.StableTimes)

@@ -142,6 +142,7 @@ func (s *sender) enqueue(ctx context.Context, frame []byte, key string, block bo
 		}
 		if !block {
 			s.mu.Unlock()
+			s.m.dropped.Inc()
 			return fmt.Errorf("transport: send to %s on %s: %w", s.peer, s.plane, ErrQueueFull)
 		}
 		space := s.mu.space
