@@ -127,8 +127,9 @@
 // consecutive indexes so fills every link into each receiver, from the
 // origin and from the other receivers, and each entry reaches each site
 // once. The origin watches each other peer's persisted cell of the
-// stream: if it does not rise for RelayDelay ticks while the peer lacks
-// entries (the first hop is down, cut off from the peer, or slow), the
+// stream: if it does not rise while the peer lacks entries for RelayDelay
+// ticks when the first hop is cut off from the origin, or four times that
+// when it is connected (cut off from the peer, or slow), the
 // origin sends the stream to that peer itself from its cell on, until the
 // peer lacks nothing; then it is routed again. Once the origin is down,
 // relays as above take over. Nothing changes at receivers, which take an

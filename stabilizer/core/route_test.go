@@ -21,13 +21,15 @@ type routeNet struct {
 	got  map[string]map[string]int
 	sent map[[3]string]int
 	down map[string]bool
+	// cut drops messages from one site to another, both still connected.
+	cut  map[[2]string]bool
 	tick int64
 }
 
 func newRouteNet(t *testing.T) *routeNet {
 	schema := &frontier.Schema{Sites: []string{"a", "b", "c"}}
 	n := &routeNet{t: t, cores: map[string]*core.Core{}, stores: map[string]*simStore{},
-		got: map[string]map[string]int{}, sent: map[[3]string]int{}, down: map[string]bool{}}
+		got: map[string]map[string]int{}, sent: map[[3]string]int{}, down: map[string]bool{}, cut: map[[2]string]bool{}}
 	for _, site := range schema.Sites {
 		n.stores[site] = newStore()
 		c, err := core.New(core.Config{Site: site, Schema: schema, Storage: n.stores[site],
@@ -66,7 +68,7 @@ func (n *routeNet) pump() {
 				}
 				persistBulk(n.t, c, n.stores[name], rd.BulkEntries)
 				for _, m := range rd.Messages {
-					if n.down[m.To] {
+					if n.down[m.To] || n.cut[[2]string{m.From, m.To}] {
 						continue
 					}
 					if m.Type == core.MsgData {
@@ -195,5 +197,30 @@ func TestRoutesFallBack(t *testing.T) {
 	}
 	if _, p, _ := c.Head(core.StreamID{Origin: "a", Name: "s0"}); p != 6 {
 		t.Errorf("c persisted s0 up to %d, want 6 (through b)", p)
+	}
+}
+
+// TestRoutesSlowHopWaitsLonger: a first hop still connected to the origin
+// but not feeding a peer (here: cut off from it) is given four times
+// RelayDelay before the origin sends the stream itself, so that a hop
+// that merely stalls on a busy host is not doubled by the origin.
+func TestRoutesSlowHopWaitsLonger(t *testing.T) {
+	n := newRouteNet(t)
+	c := n.cores["c"]
+	n.cut[[2]string{"b", "c"}], n.cut[[2]string{"c", "b"}] = true, true
+	chunk := bytes.Repeat([]byte("c"), 1000)
+	for range 3 {
+		if _, _, err := n.cores["a"].Append("s0", chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.pump()
+	n.ticks(25) // past RelayDelay (20), short of 4 x
+	if got := n.sent[[3]string{"a", "c", "s0"}]; got != 0 {
+		t.Fatalf("a sent c %d entries of s0 while its connected first hop had %d ticks", got, 25)
+	}
+	n.ticks(60)
+	if _, p, _ := c.Head(core.StreamID{Origin: "a", Name: "s0"}); p != 3 {
+		t.Fatalf("c persisted s0 up to %d after 4 x RelayDelay unfed, want 3 (sent directly)", p)
 	}
 }
