@@ -195,6 +195,21 @@ func toJSON(v *kvpb.Version) versionJSON {
 	return out
 }
 
+// text is how text and table output show a value: itself, or, for bytes
+// that are not UTF-8 (which a terminal garbles and which would otherwise
+// print as an empty line), what they are and how to get them.
+func (v versionJSON) text() string {
+	if v.ValueBase64 != nil {
+		return fmt.Sprintf("<%d bytes, not UTF-8: `kvctl get KEY > FILE` writes them, -o json gives value_base64>", len(v.ValueBase64))
+	}
+	return v.Value
+}
+
+// printVersions writes versions in format. A single version's text output
+// (bare, as get prints it) is the value itself, followed by a newline; a
+// value that is not UTF-8 is written as its exact bytes with no newline,
+// so that `kvctl get KEY > FILE` gives back what `kvctl put KEY - < FILE`
+// wrote.
 func printVersions(w io.Writer, format string, vs []versionJSON, bare bool) error {
 	switch format {
 	case "json":
@@ -209,15 +224,22 @@ func printVersions(w io.Writer, format string, vs []versionJSON, bare bool) erro
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY\tVALUE\tORIGIN\tSEQ\tHLC")
 		for _, v := range vs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", v.Key, shorten(v.Value, 60), v.Origin, v.Seq, v.HLC)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", v.Key, shorten(v.text(), 60), v.Origin, v.Seq, v.HLC)
 		}
 		return tw.Flush()
 	}
 	for _, v := range vs {
-		if bare {
-			fmt.Fprintln(w, v.Value)
-		} else {
-			fmt.Fprintf(w, "%s\t%s\n", v.Key, v.Value)
+		var err error
+		switch {
+		case bare && v.ValueBase64 != nil:
+			_, err = w.Write(v.ValueBase64)
+		case bare:
+			_, err = fmt.Fprintln(w, v.Value)
+		default:
+			_, err = fmt.Fprintf(w, "%s\t%s\n", v.Key, v.text())
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -290,7 +312,9 @@ predicate. Exit status 0 means the predicate holds for the write. VALUE "-" read
   --stable P    the newest version that is stable under P (survives what P protects against)
   --quorum P    ask every site; done when the answers satisfy the dual of P: sees every write acknowledged under P
   --snapshot P  a consistent snapshot at P's global stable time
-A missing key exits with status 1.`,
+A value that is not UTF-8 is written as its exact bytes, with no newline, so that
+kvctl get KEY > FILE gives back what kvctl put KEY - < FILE wrote (-o json carries it as
+value_base64; scan and -o table show its size instead). A missing key exits with status 1.`,
 		Example: `  kvctl get jobs/7
   kvctl get ckpt/job7/latest --stable majority -o json
   kvctl get jobs/7 --quorum majority --endpoint 127.0.0.1:7103
@@ -391,7 +415,7 @@ A missing key exits with status 1.`,
 				if v.Deleted {
 					verb = "del"
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s (%s seq %d)\n", verb, v.Key, v.Value, v.Origin, v.Seq)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s (%s seq %d)\n", verb, v.Key, v.text(), v.Origin, v.Seq)
 			}
 		},
 	}
