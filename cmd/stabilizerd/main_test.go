@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -76,11 +77,53 @@ tls: {cert: /nonexistent/tls.crt, key: /nonexistent/tls.key, ca: /nonexistent/ca
 `)
 	write(bad, "site: c\nsites: [{name: a}]\nlisten: {data: \":1\", control: \":2\", client: \":3\", http: \":4\"}\ndata_dir: d\n")
 	var out, errb bytes.Buffer
-	if code := run([]string{"check", "--config", good}, &out, &errb); code != 0 || !strings.Contains(out.String(), good+": ok") {
+	if code := run([]string{"check", "--skip-files", "--config", good}, &out, &errb); code != 0 || !strings.Contains(out.String(), good+": ok") {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
 	}
+	// Without --skip-files the TLS files must be there, as at a site's start.
 	out.Reset()
-	if code := run([]string{"check", good, "--config", bad}, &out, &errb); code != 1 {
+	if code := run([]string{"check", "--config", good}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "tls.cert /nonexistent/tls.crt") || !strings.Contains(errb.String(), "--skip-files") {
+		t.Fatalf("check with missing TLS files: exit %d: %s%s", code, out.String(), errb.String())
+	}
+	errb.Reset()
+	ports := filepath.Join(dir, "ports.yaml")
+	write(ports, `site: a
+sites: [{name: a}, {name: b, data: "b:99999", control: "b:0", client: "b:3"}]
+listen: {data: ":1", control: ":2", client: ":-3", http: ":0"}
+data_dir: d
+insecure: true
+`)
+	if code := run([]string{"check", ports}, &out, &errb); code != 1 {
+		t.Fatalf("check of ports out of range: exit %d", code)
+	}
+	for _, want := range []string{`sites[1].data: "b:99999": port "99999" is not a number from 1 to 65535`,
+		`sites[1].control: "b:0": port "0" is not a number from 1 to 65535`, `listen.client: ":-3": port "-3"`} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	if strings.Contains(errb.String(), "listen.http") {
+		t.Errorf("listen port 0 (any free port) refused:\n%s", errb.String())
+	}
+	errb.Reset()
+	out.Reset()
+	if code := run([]string{"check", "-o", "json", "--skip-files", good, ports}, &out, &errb); code != 1 {
+		t.Fatalf("check -o json: exit %d", code)
+	}
+	var results []struct {
+		File   string
+		OK     bool
+		Site   string
+		Errors []string
+	}
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil || len(results) != 2 || !results[0].OK || results[0].Site != "a" ||
+		results[1].OK || len(results[1].Errors) != 3 {
+		t.Fatalf("check -o json: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"check", "--skip-files", good, "--config", bad}, &out, &errb); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{`site: "c" is not one of sites (a)`, "tls: cert, key and ca are required", "1 of 2 config files are bad"} {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,31 +19,49 @@ import (
 // without starting it.
 func newCheck() *cobra.Command {
 	var configs []string
+	var skipFiles bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "check --config FILE [--config FILE...] [FILE...]",
 		Short: "Check config files as a site does at start, without starting it",
-		Long: `check loads every config file as stabilizerd --config would and prints
-"FILE: ok", or every bad field with its value. It exits 1 if any file is bad.
-It does not open the TLS files or the data folder: those belong to the
-machine the site runs on.`,
+		Long: `check loads every config file as stabilizerd --config does at start: every
+field (addresses and their ports, durations, predicates, retention, TLS) and,
+unless --skip-files, the TLS files themselves (they must exist and hold a key
+pair and a CA certificate). It prints "FILE: ok" or every bad field with its
+value, and exits 1 if any file is bad. It does not open the data folder or
+the ports: a site creates the one and binds the others when it starts.
+
+Use --skip-files to check a config meant for another machine (a Kubernetes
+Secret mounts its TLS files there only).`,
 		Example: `  stabilizerd check --config /etc/stabilizer/config/site.yaml
-  stabilizerd check deploy/compose/*.yaml`,
+  stabilizerd check --skip-files deploy/k8s/overlays/*/site.yaml
+  stabilizerd check -o json site.yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("check: -o %q: want text or json", output)
+			}
 			files := append(configs, args...)
 			if len(files) == 0 {
 				return errors.New("check: --config FILE is required")
 			}
+			results := make([]checkResult, 0, len(files))
 			bad := 0
 			for _, f := range files {
-				cfg, err := siteconfig.Load(f)
-				if err != nil {
+				r := checkFile(f, skipFiles)
+				if !r.OK {
 					bad++
-					for _, line := range strings.Split(err.Error(), "\n") {
-						fmt.Fprintf(cmd.ErrOrStderr(), "%s\n", line)
-					}
-					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (site %s of %d)\n", f, cfg.Site, len(cfg.Sites))
+				results = append(results, r)
+				if output == "text" {
+					r.print(cmd.OutOrStdout(), cmd.ErrOrStderr())
+				}
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(results); err != nil {
+					return err
+				}
 			}
 			if bad > 0 {
 				return fmt.Errorf("check: %d of %d config files are bad", bad, len(files))
@@ -51,7 +70,44 @@ machine the site runs on.`,
 		},
 	}
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "a config file to check (repeat for several)")
+	cmd.Flags().BoolVar(&skipFiles, "skip-files", false, "do not open the TLS files (a config for another machine)")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json (one object per file: file, ok, site, sites, errors)")
 	return cmd
+}
+
+// checkResult is what check found in one config file.
+type checkResult struct {
+	File   string   `json:"file"`
+	OK     bool     `json:"ok"`
+	Site   string   `json:"site,omitempty"`
+	Sites  int      `json:"sites,omitempty"`
+	Errors []string `json:"errors,omitempty"`
+}
+
+func checkFile(path string, skipFiles bool) checkResult {
+	r := checkResult{File: path}
+	cfg, err := siteconfig.Load(path)
+	if err == nil && !skipFiles {
+		if _, _, terr := cfg.LoadTLS(); terr != nil {
+			err = fmt.Errorf("config %s: %w (--skip-files checks a config meant for another machine)", path, terr)
+		}
+	}
+	if err != nil {
+		r.Errors = strings.Split(err.Error(), "\n")
+		return r
+	}
+	r.OK, r.Site, r.Sites = true, cfg.Site, len(cfg.Sites)
+	return r
+}
+
+func (r checkResult) print(stdout, stderr io.Writer) {
+	if r.OK {
+		fmt.Fprintf(stdout, "%s: ok (site %s of %d)\n", r.File, r.Site, r.Sites)
+		return
+	}
+	for _, line := range r.Errors {
+		fmt.Fprintf(stderr, "%s\n", line)
+	}
 }
 
 // newHealth is `stabilizerd health`, a container healthcheck for images

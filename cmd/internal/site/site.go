@@ -4,13 +4,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -352,22 +350,9 @@ type tlsPair struct{ server, client *tls.Config }
 // loadTLS builds mutual TLS for peers and the client API from the config's
 // files; nil when the site runs insecure.
 func loadTLS(cfg *siteconfig.Config) (*tlsPair, *tls.Config, error) {
-	if cfg.Insecure {
-		return nil, nil, nil
+	server, client, err := cfg.LoadTLS()
+	if err != nil || server == nil {
+		return nil, nil, err
 	}
-	cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("tls.cert/tls.key: %w", err)
-	}
-	caPEM, err := os.ReadFile(cfg.TLS.CA)
-	if err != nil {
-		return nil, nil, fmt.Errorf("tls.ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, nil, fmt.Errorf("tls.ca: %s holds no PEM certificate", cfg.TLS.CA)
-	}
-	server := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
-	client := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}
 	return &tlsPair{server: server, client: client}, server, nil
 }

@@ -2,6 +2,8 @@ package siteconfig
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -265,13 +268,13 @@ func (c *Config) Validate() error {
 			continue
 		}
 		for _, a := range []struct{ f, v string }{{"data", s.Data}, {"control", s.Control}, {"client", s.Client}} {
-			if err := checkAddr(a.v); err != nil {
+			if err := checkAddr(a.v, false); err != nil {
 				bad(field+"."+a.f, "%v", err)
 			}
 		}
 	}
 	for _, a := range []struct{ f, v string }{{"data", c.Listen.Data}, {"control", c.Listen.Control}, {"client", c.Listen.Client}, {"http", c.Listen.HTTP}} {
-		if err := checkAddr(a.v); err != nil {
+		if err := checkAddr(a.v, true); err != nil {
 			bad("listen."+a.f, "%v", err)
 		}
 	}
@@ -351,14 +354,49 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-func checkAddr(a string) error {
+// checkAddr checks a host:port; a listen address may have port 0 (any
+// free port), an address to dial may not.
+func checkAddr(a string, listen bool) error {
 	if a == "" {
 		return errors.New("missing: host:port")
 	}
-	if _, _, err := net.SplitHostPort(a); err != nil {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
 		return fmt.Errorf("%q is not host:port: %v", a, err)
 	}
+	n, err := strconv.Atoi(port)
+	low := 1
+	if listen {
+		low = 0
+	}
+	if err != nil || n < low || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a number from %d to 65535", a, port, low)
+	}
 	return nil
+}
+
+// LoadTLS reads the tls files and builds the mutual TLS of the site's
+// server and of its client side (dialing peers); nil, nil when the site
+// runs insecure. Errors name the field and the file.
+func (c *Config) LoadTLS() (server, client *tls.Config, err error) {
+	if c.Insecure {
+		return nil, nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLS.Cert, c.TLS.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls.cert %s, tls.key %s: %w", c.TLS.Cert, c.TLS.Key, err)
+	}
+	caPEM, err := os.ReadFile(c.TLS.CA)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls.ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, nil, fmt.Errorf("tls.ca: %s holds no PEM certificate", c.TLS.CA)
+	}
+	server = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
+	client = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}
+	return server, client, nil
 }
 
 // SiteNames returns the cluster's sites in configuration order.
