@@ -252,11 +252,14 @@ type waitResult struct {
 }
 
 func (b *Broker) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
 	if d <= 0 {
+		if _, ok := ctx.Deadline(); ok {
+			return context.WithCancel(ctx)
+		}
 		d = b.cfg.DefaultTimeout
 	}
+	// The earlier of d and the caller's deadline: a client gives its
+	// gRPC call a grace beyond the request's timeout, so that the site's
+	// answer (how far the acks got) arrives before the client gives up.
 	return context.WithTimeout(ctx, d)
 }
