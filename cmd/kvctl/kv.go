@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -95,6 +96,17 @@ func (r *remote) explain(err error) error {
 	}
 	switch st.Code() {
 	case codes.Unavailable:
+		if strings.HasPrefix(st.Message(), "kv: quorum not reached") {
+			// The site answered: it is up; the sites it asked are not all.
+			return fmt.Errorf("%s\nthe site at %s is up but could not hear from enough sites for --quorum: the failed ones are named above "+
+				"(down or cut off); a read without --quorum, or with --stable, is answered by this site alone", st.Message(), r.endpoint)
+		}
+		if strings.HasPrefix(st.Message(), "kv: ") {
+			return fmt.Errorf("the site at %s answered: %s", r.endpoint, st.Message())
+		}
+		if strings.Contains(st.Message(), "error reading server preface") && answersHTTP(r.endpoint) {
+			return fmt.Errorf("%s answers HTTP/1.1, not gRPC: is it a site's http port (listen.http)? --endpoint takes its client port (listen.client)", r.endpoint)
+		}
 		if e := r.explainTLS(st.Message()); e != nil {
 			return e
 		}
@@ -112,6 +124,26 @@ func (r *remote) explain(err error) error {
 		}
 	}
 	return errors.New(st.Message())
+}
+
+// answersHTTP reports whether addr answers a plain HTTP/1.0 request as an
+// HTTP server that is not TLS, as a site's http port does. It is asked
+// only once a call failed, so that kvctl pointed at the wrong port says
+// which port it is rather than suspecting TLS.
+func answersHTTP(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("GET / HTTP/1.0\r\n\r\n")); err != nil {
+		return false
+	}
+	buf := make([]byte, 512)
+	n, _ := io.ReadAtLeast(c, buf, len("HTTP/1.x"))
+	reply := string(buf[:n])
+	return strings.HasPrefix(reply, "HTTP/1.") && !strings.Contains(reply, "HTTPS")
 }
 
 // explainTLS names a TLS mismatch between kvctl and the site, which gRPC

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -40,5 +42,25 @@ func TestExplainDiskFull(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("got %s\nwant it to contain %q", got, want)
 		}
+	}
+}
+
+// TestExplainWrongParty: a quorum read refused because a peer is down does
+// not blame the healthy site it asked, and kvctl pointed at a site's http
+// port says so rather than suspecting TLS.
+func TestExplainWrongParty(t *testing.T) {
+	r := &remote{endpoint: "127.0.0.1:7000"}
+	msg := `kv: quorum not reached: "majority" needs answers satisfying kth_max(2, applied(...)); 1 of 3 sites answered (us-east-1); failed: eu-west-1: rpc error: code = Unavailable desc = connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:7001: connect: connection refused"`
+	got := r.explain(status.Error(codes.Unavailable, msg)).Error()
+	if strings.Contains(got, "is stabilizerd running there") || !strings.Contains(got, "the site at 127.0.0.1:7000 is up") {
+		t.Errorf("quorum read with a peer down:\n%s", got)
+	}
+
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNotFound) }))
+	defer web.Close()
+	r = &remote{endpoint: strings.TrimPrefix(web.URL, "http://")}
+	got = r.explain(status.Error(codes.Unavailable, `connection error: desc = "error reading server preface: http2: frame too large"`)).Error()
+	if !strings.Contains(got, "answers HTTP/1.1, not gRPC") || strings.Contains(got, "TLS") {
+		t.Errorf("kvctl at an http port:\n%s", got)
 	}
 }
