@@ -94,6 +94,9 @@ func (r *remote) explain(err error) error {
 	if !ok {
 		return err
 	}
+	if e := r.explainRaw(st); e != nil {
+		return e
+	}
 	switch st.Code() {
 	case codes.Unavailable:
 		if strings.HasPrefix(st.Message(), "kv: quorum not reached") {
@@ -124,6 +127,28 @@ func (r *remote) explain(err error) error {
 		}
 	}
 	return errors.New(st.Message())
+}
+
+// explainRaw translates what gRPC itself says about a request it could not
+// carry (rather than the site's own answers) into what the user gave and
+// what to do.
+func (r *remote) explainRaw(st *status.Status) error {
+	msg := st.Message()
+	switch {
+	case strings.Contains(msg, "string field contains invalid UTF-8"):
+		return errors.New("a key or name given is not valid UTF-8: keys, topics and predicates are UTF-8 text " +
+			"(encode binary identifiers, e.g. in hex); values may be any bytes")
+	case strings.Contains(msg, "message larger than max"):
+		var got, limit int
+		if i := strings.Index(msg, "max ("); i >= 0 {
+			_, _ = fmt.Sscanf(msg[i:], "max (%d vs. %d)", &got, &limit)
+		}
+		return fmt.Errorf("the request is %d bytes, over the %d bytes a site takes in one message: a value may hold at most "+
+			"the site's kv.max_value_bytes (default 4 MiB); keep large data in a file share (stabsync) and its path in the KV", got, limit)
+	case strings.Contains(msg, "produced zero addresses") || strings.Contains(msg, "no such host"):
+		return fmt.Errorf("cannot resolve the host of --endpoint %s: check the name, or give an IP address", r.endpoint)
+	}
+	return nil
 }
 
 // answersHTTP reports whether addr answers a plain HTTP/1.0 request as an

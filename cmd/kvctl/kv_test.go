@@ -64,3 +64,24 @@ func TestExplainWrongParty(t *testing.T) {
 		t.Errorf("kvctl at an http port:\n%s", got)
 	}
 }
+
+// TestExplainRaw: what gRPC says of a request it could not carry comes out
+// as what the user gave and what to do.
+func TestExplainRaw(t *testing.T) {
+	r := &remote{endpoint: "nosuch.invalid:7000"}
+	for _, c := range []struct {
+		code codes.Code
+		msg  string
+		want string
+	}{
+		{codes.Internal, "grpc: error while marshaling: string field contains invalid UTF-8", "not valid UTF-8: keys, topics and predicates are UTF-8 text"},
+		{codes.ResourceExhausted, "grpc: received message larger than max (20000013 vs. 8519680)", "the request is 20000013 bytes, over the 8519680 bytes"},
+		{codes.ResourceExhausted, "grpc: trying to send message larger than max (20000013 vs. 16777216)", "kv.max_value_bytes"},
+		{codes.Unavailable, "name resolver error: produced zero addresses", "cannot resolve the host of --endpoint nosuch.invalid:7000"},
+	} {
+		got := r.explain(status.Error(c.code, c.msg)).Error()
+		if !strings.Contains(got, c.want) || strings.Contains(got, "grpc:") {
+			t.Errorf("%s\n got %s\nwant it to contain %q and no gRPC text", c.msg, got, c.want)
+		}
+	}
+}
