@@ -73,3 +73,25 @@ func TestGetBinaryValue(t *testing.T) {
 		}
 	}
 }
+
+// TestKVEndpointsFailOver: KV commands take a comma-separated --endpoint
+// and use the first site that answers, as the pub/sub commands do.
+func TestKVEndpointsFailOver(t *testing.T) {
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := down.Addr().String()
+	down.Close() // nothing listens there now
+	up := serveBinaryKV(t, []byte("step-1200"))
+	var out, errOut bytes.Buffer
+	if code := run([]string{"get", "ckpt/7/shard", "--endpoint", dead + "," + up}, &out, &errOut); code != 0 || out.String() != "step-1200\n" {
+		t.Fatalf("get with the first endpoint down: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"get", "ckpt/7/shard", "--endpoint", dead + "," + dead}, &out, &errOut); code == 0 ||
+		!strings.Contains(errOut.String(), "cannot reach any site of --endpoint") || !strings.Contains(errOut.String(), dead) {
+		t.Fatalf("get with every endpoint down: exit %d, stderr %q", code, errOut.String())
+	}
+}

@@ -70,6 +70,9 @@ func (r *remote) client() (*kvclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.pickEndpoint(); err != nil {
+		return nil, err
+	}
 	c, err := kvclient.Dial(r.endpoint, opts...)
 	if err != nil {
 		return nil, err
@@ -151,6 +154,34 @@ func (r *remote) explainRaw(st *status.Status) error {
 	return nil
 }
 
+// pickEndpoint chooses, of a comma-separated --endpoint, the first site
+// that accepts a connection, so that a KV command fails over to the next
+// site when one is down, as the pub/sub commands do. A single endpoint is
+// used as given. r.endpoint then names the site chosen, which errors name.
+func (r *remote) pickEndpoint() error {
+	if !strings.Contains(r.endpoint, ",") {
+		return nil
+	}
+	var tried []string
+	for _, a := range strings.Split(r.endpoint, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		c, err := net.DialTimeout("tcp", a, min(r.timeout, 2*time.Second))
+		if err == nil {
+			c.Close()
+			r.endpoint = a
+			return nil
+		}
+		tried = append(tried, fmt.Sprintf("%s: %v", a, err))
+	}
+	if len(tried) == 0 {
+		return usageError{fmt.Errorf("--endpoint %q names no address", r.endpoint)}
+	}
+	return fmt.Errorf("cannot reach any site of --endpoint: is stabilizerd running there? %s", strings.Join(tried, "; "))
+}
+
 // answersHTTP reports whether addr answers a plain HTTP/1.0 request as an
 // HTTP server that is not TLS, as a site's http port does. It is asked
 // only once a call failed, so that kvctl pointed at the wrong port says
@@ -202,7 +233,7 @@ func addRemote(root *cobra.Command, g *globals) *remote {
 	if ep == "" {
 		ep = DefaultEndpoint
 	}
-	root.PersistentFlags().StringVar(&r.endpoint, "endpoint", ep, "client address of a site (default from STABILIZER_ENDPOINT)")
+	root.PersistentFlags().StringVar(&r.endpoint, "endpoint", ep, "client address of a site, or several comma-separated to fail over (default from STABILIZER_ENDPOINT)")
 	root.PersistentFlags().DurationVar(&r.timeout, "timeout", 10*time.Second, "how long to wait for the site and for predicates")
 	root.PersistentFlags().StringVar(&r.caFile, "cacert", "", "CA certificate (PEM) of the sites: use TLS")
 	root.PersistentFlags().StringVar(&r.cert, "cert", "", "client certificate (PEM), with --key, for sites that require one")
