@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -162,6 +163,48 @@ type InitOptions struct {
 	Dial Options
 }
 
+// checkNotNested refuses a folder that lies inside a synced folder or holds
+// one (symbolic links are not followed): each of its files would belong to
+// two shares, and a change synced into one would be published to the other.
+func checkNotNested(folder string) error {
+	abs, err := filepath.Abs(folder)
+	if err != nil {
+		return fmt.Errorf("client: folder %s: %w", folder, err)
+	}
+	synced := func(dir string) bool {
+		_, err := os.Lstat(filepath.Join(dir, safepath.StateDir, configFile))
+		return err == nil
+	}
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if synced(dir) {
+			return fmt.Errorf("client: folder %s is inside the synced folder %s: a file is synced in one share only; "+
+				"init a folder outside it, or sync a subfolder of that share instead: %w", folder, dir, ErrNested)
+		}
+		if dir == filepath.Dir(dir) {
+			break
+		}
+	}
+	var inner string
+	_ = filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil // unreadable parts are the sync's to report
+		}
+		if p != abs && synced(p) {
+			inner = p
+			return filepath.SkipAll
+		}
+		if d.Name() == safepath.StateDir {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if inner != "" {
+		return fmt.Errorf("client: folder %s holds the synced folder %s: a file is synced in one share only; "+
+			"move it out first: %w", folder, inner, ErrNested)
+	}
+	return nil
+}
+
 // Init makes folder a synced folder: it checks that the share exists at
 // the first reachable site (or creates it), probes whether the folder's
 // filesystem folds case and writes the config. The folder must exist and
@@ -188,6 +231,9 @@ func Init(ctx context.Context, folder string, cfg Config, o InitOptions) (Share,
 	if _, err := root.Stat(path.Join(safepath.StateDir, configFile)); err == nil {
 		return Share{}, fmt.Errorf("client: folder %s is initialized already (%s): %w", folder,
 			path.Join(folder, safepath.StateDir, configFile), ErrInitialized)
+	}
+	if err := checkNotNested(folder); err != nil {
+		return Share{}, err
 	}
 	r, err := dialRemote(cfg.Sites, cfg.Share, o.Dial.DialOptions)
 	if err != nil {

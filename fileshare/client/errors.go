@@ -10,6 +10,9 @@ var (
 	ErrNotInitialized = errors.New("client: folder not initialized")
 	// ErrInitialized: Init on a folder that has a config.
 	ErrInitialized = errors.New("client: folder initialized already")
+	// ErrNested: Init on a folder inside a synced folder, or holding one:
+	// its files would be synced into both shares.
+	ErrNested = errors.New("client: folder nested with a synced folder")
 	// ErrUnknownShare: the site does not know the share.
 	ErrUnknownShare = errors.New("client: unknown share")
 	// ErrUnavailable: no site could be reached.
