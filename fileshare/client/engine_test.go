@@ -251,3 +251,54 @@ func TestRunLoopSyncs(t *testing.T) {
 		return st.Running && len(st.Files) == 1 && st.Files[0].State == StateSynced && st.Files[0].Stable
 	})
 }
+
+// TestMassDeleteSeenWhole: a folder emptied across two rounds (one file
+// gone in the first, most of them by the next, within the settle time)
+// publishes no delete at all: a missing file's delete waits for the settle
+// time, so the guard sees the whole loss before anything leaves.
+func TestMassDeleteSeenWhole(t *testing.T) {
+	e := newEnv(t, &filesharepb.Share{Name: "docs"})
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	a := e.client("a", "us-east-1", Options{Now: clk.now, SettleTime: time.Second})
+	b := e.client("b", "eu-west-1", Options{})
+	for _, p := range []string{"1", "2", "3", "4", "5", "6"} {
+		a.write(p, "file "+p)
+	}
+	a.round()
+	clk.advance(2 * time.Second)
+	quiesce(t, a, b)
+	n := len(e.cl.Versions())
+	remove := func(ps ...string) {
+		for _, p := range ps {
+			if err := os.Remove(filepath.Join(a.dir, p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	remove("1")
+	if res := a.round(); res.MassDelete != nil || len(e.cl.Versions()) != n {
+		t.Fatalf("one file missing for less than the settle time: %+v, %d versions (had %d)", res, len(e.cl.Versions()), n)
+	}
+	clk.advance(500 * time.Millisecond)
+	remove("2", "3", "4")
+	if res := a.round(); res.MassDelete == nil || res.MassDelete.Missing != 4 {
+		t.Fatalf("4 of 6 missing: %+v, want a mass-delete stop counting 4", res)
+	}
+	clk.advance(2 * time.Second)
+	a.round()
+	quiesce(t, b)
+	if len(e.cl.Versions()) != n || len(b.files()) != 6 {
+		t.Fatalf("a delete left before the guard stopped: %d versions (had %d), b has %v", len(e.cl.Versions()), n, b.files())
+	}
+	// A single delete, once settled, goes through as before.
+	a.write("2", "file 2")
+	a.write("3", "file 3")
+	a.write("4", "file 4")
+	clk.advance(2 * time.Second)
+	a.round()
+	clk.advance(2 * time.Second)
+	quiesce(t, a, b)
+	if got := b.files(); len(got) != 5 {
+		t.Fatalf("b after one settled delete: %v, want 5 files", got)
+	}
+}

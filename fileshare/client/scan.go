@@ -153,6 +153,41 @@ func (s *Syncer) scan(now time.Time) (scanResult, error) {
 	return res, err
 }
 
+// vanishing returns the synced paths missing from local for less than the
+// settle time (see plan.Input.Vanishing), remembering when each was first
+// missed, and when the next of them settles.
+func (s *Syncer) vanishing(local map[string]plan.Local, now time.Time) (map[string]bool, time.Time) {
+	settle := time.Duration(s.cfg.SettleTime)
+	var out map[string]bool
+	var wake time.Time
+	for p, b := range s.ix.Base {
+		if _, ok := local[p]; ok || b.Deleted() {
+			delete(s.missing, p)
+			continue
+		}
+		since, ok := s.missing[p]
+		if !ok {
+			since = now
+			s.missing[p] = now
+		}
+		if w := since.Add(settle); w.After(now) {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[p] = true
+			if wake.IsZero() || w.Before(wake) {
+				wake = w
+			}
+		}
+	}
+	for p := range s.missing {
+		if _, ok := s.ix.Base[p]; !ok {
+			delete(s.missing, p)
+		}
+	}
+	return out, wake
+}
+
 // folderMissing says whether the folder is gone or was replaced by
 // another directory since it was opened.
 func (s *Syncer) folderMissing() bool {

@@ -80,9 +80,12 @@ type Syncer struct {
 	fullListEvery time.Duration // Options.FullListInterval
 
 	// Owned by the round (runMu).
-	runMu     sync.Mutex
-	ix        *index
-	seen      map[string]seen
+	runMu sync.Mutex
+	ix    *index
+	seen  map[string]seen
+	// missing: when each synced path was first found missing (deletes
+	// wait for the settle time, see vanishing).
+	missing   map[string]time.Time
 	share     *Share
 	allowOnce bool
 	badLogged map[string]bool
@@ -176,7 +179,7 @@ func Open(folder string, o Options) (*Syncer, error) {
 		return nil, err
 	}
 	s := &Syncer{folder: folder, root: root, cfg: cfg, log: o.Logger, progress: o.Progress, now: o.Now, r: r,
-		kick: make(chan struct{}, 1), ix: ix, seen: map[string]seen{},
+		kick: make(chan struct{}, 1), ix: ix, seen: map[string]seen{}, missing: map[string]time.Time{},
 		allowOnce: o.AllowMassDelete, badLogged: map[string]bool{}, pathChecks: map[string]string{}, parts: map[plan.VersionID]*part{},
 		landings: map[plan.Hash]landing{}}
 	if s.log == nil {
@@ -475,12 +478,23 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 		view := s.resolve(versions)
 		res.Refused = s.filterView(&view, loadIgnorer(s.root))
 		in := plan.Input{View: view, Local: sc.local, Base: s.ix.Base, FolderMissing: missing, Commit: rule}
+		if !missing {
+			var wake time.Time
+			in.Vanishing, wake = s.vanishing(sc.local, s.now())
+			if !wake.IsZero() && (res.Wake.IsZero() || wake.Before(res.Wake)) {
+				res.Wake = wake
+			}
+		}
 		dec := plan.Decide(in)
-		if dec.MassDelete != nil && s.allowOnce && !missing {
-			s.log.Warn("mass delete allowed once", "missing", dec.MassDelete.Missing, "total", dec.MassDelete.Total)
-			s.allowOnce = false
+		if md := dec.MassDelete; md != nil && s.allowOnce && !missing {
 			in.AllowMassDelete = true
 			dec = plan.Decide(in)
+			// The allowance is spent by the round whose deletes leave,
+			// not by one where they still wait for the settle time.
+			if len(in.Vanishing) == 0 {
+				s.log.Warn("mass delete allowed once", "missing", md.Missing, "total", md.Total)
+				s.allowOnce = false
+			}
 		}
 		if dec.MassDelete != nil {
 			res.MassDelete = dec.MassDelete
@@ -509,6 +523,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (Result, error) {
 				res.Unsettled++
 			}
 		}
+		res.Unsettled += len(in.Vanishing) // deletes waiting to settle
 		s.execute(ctx, ups, dec.Actions, rule, &res)
 		if ctx.Err() == nil {
 			s.prefetch(ctx, versions, view)

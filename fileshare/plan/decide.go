@@ -51,6 +51,11 @@ type Input struct {
 	FolderMissing   bool // the folder root itself vanished
 	Commit          CommitRule
 	AllowMassDelete bool
+	// Vanishing are synced paths missing from Local for less than the
+	// settle time: their deletes wait, as an unsettled write does, so
+	// that a folder being emptied (rm -rf, an unmount in progress) is
+	// seen whole by the mass-delete guard before any delete leaves.
+	Vanishing map[string]bool
 }
 
 // ActionKind says what an Action does.
@@ -253,6 +258,8 @@ func (d *decider) path(p string, inCommit bool) (a *Action, blocked bool) {
 			return download(r, nil), false
 		}
 		return nil, false
+	case !hasL && in.Vanishing[p]: // deleted here, not for the settle time yet
+		return nil, true
 	case !hasL: // deleted here
 		switch {
 		case !remoteChanged:
