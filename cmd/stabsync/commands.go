@@ -268,18 +268,36 @@ whether it is the current one.`,
 
 func newRestoreCmd(g *globals) *cobra.Command {
 	var folder, version string
+	var missing bool
 	cmd := &cobra.Command{
-		Use:   "restore PATH --version V",
-		Short: "Make an old version of a path the current one",
+		Use:   "restore PATH --version V | restore --missing",
+		Short: "Make an old version of a path the current one, or fetch back files deleted here",
 		Long: `restore records a new version of PATH with the content of version V (see stabsync
 versions) on top of the current one: no data moves, the site holds the chunks. Every
-running stabsync of the share then writes it like any other version.`,
+running stabsync of the share then writes it like any other version.
+
+restore --missing fetches back every synced file missing from the folder whose delete
+was not published (after stabsync run stopped for a mass delete, the share still holds
+them): it forgets those deletes, and the next stabsync run writes the files again from
+the share. Stop stabsync run first.`,
 		Example: `  stabsync versions notes/todo.txt -C ./docs
-  stabsync restore notes/todo.txt --version 17979cfe362a000100000000-us-east-1 -C ./docs`,
-		Args: exactArgs("PATH"),
+  stabsync restore notes/todo.txt --version 17979cfe362a000100000000-us-east-1 -C ./docs
+  stabsync restore --missing -C ./docs && stabsync run ./docs`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if missing {
+				return exactArgs()(cmd, args)
+			}
+			return exactArgs("PATH")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.checkOutput("text", "json"); err != nil {
 				return err
+			}
+			if missing {
+				if version != "" {
+					return usageError{fmt.Errorf("restore: --missing takes no --version")}
+				}
+				return restoreMissing(cmd, g, folder)
 			}
 			if version == "" {
 				return usageError{fmt.Errorf("restore: --version V is required (see stabsync versions %s)", args[0])}
@@ -302,8 +320,33 @@ running stabsync of the share then writes it like any other version.`,
 		},
 	}
 	cmd.Flags().StringVarP(&folder, "folder", "C", ".", "the synced folder")
-	cmd.Flags().StringVar(&version, "version", "", "the version to restore (required)")
+	cmd.Flags().StringVar(&version, "version", "", "the version to restore (required without --missing)")
+	cmd.Flags().BoolVar(&missing, "missing", false, "fetch back every synced file missing from the folder whose delete was not published")
 	return cmd
+}
+
+func restoreMissing(cmd *cobra.Command, g *globals, folder string) error {
+	s, err := client.Open(folder, client.Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	paths, err := s.RestoreMissing()
+	if err != nil {
+		return err
+	}
+	if g.output == "json" {
+		return writeJSON(cmd.OutOrStdout(), map[string]any{"fetch": append([]string{}, paths...)})
+	}
+	if len(paths) == 0 {
+		fmt.Fprintln(cmd.OutOrStdout(), "no synced file is missing: nothing to fetch")
+		return nil
+	}
+	for _, p := range paths {
+		fmt.Fprintln(cmd.OutOrStdout(), p)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%d files: stabsync run %s fetches them from the share\n", len(paths), folder)
+	return nil
 }
 
 func newConflictsCmd(g *globals) *cobra.Command {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -300,5 +301,35 @@ func TestMassDeleteSeenWhole(t *testing.T) {
 	quiesce(t, a, b)
 	if got := b.files(); len(got) != 5 {
 		t.Fatalf("b after one settled delete: %v, want 5 files", got)
+	}
+}
+
+// TestRestoreMissing: after a mass-delete stop, RestoreMissing makes the
+// next rounds fetch the files back from the share; nothing was deleted
+// anywhere.
+func TestRestoreMissing(t *testing.T) {
+	e := newEnv(t, &filesharepb.Share{Name: "docs"})
+	a := e.client("a", "us-east-1", Options{})
+	b := e.client("b", "eu-west-1", Options{})
+	for _, p := range []string{"1", "2", "3", "4", "5", "6"} {
+		a.write(p, "file "+p)
+	}
+	quiesce(t, a, b)
+	for _, p := range []string{"1", "2", "3", "4"} {
+		if err := os.Remove(filepath.Join(a.dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.round()
+	if res := a.round(); res.MassDelete == nil {
+		t.Fatalf("no mass-delete stop: %+v", res)
+	}
+	got, err := a.RestoreMissing()
+	if err != nil || !slices.Equal(got, []string{"1", "2", "3", "4"}) {
+		t.Fatalf("RestoreMissing: %v, %v", got, err)
+	}
+	quiesce(t, a, b)
+	if len(a.files()) != 6 || len(b.files()) != 6 {
+		t.Fatalf("after RestoreMissing: a has %v, b has %v", a.files(), b.files())
 	}
 }

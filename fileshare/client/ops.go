@@ -2,7 +2,10 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"slices"
 	"sort"
 	"time"
 
@@ -129,4 +132,37 @@ func (s *Syncer) ShareInfo(ctx context.Context) (Share, error) {
 		return Share{}, s.r.explain("share "+s.cfg.Share, err)
 	}
 	return shareFromPB(sh), nil
+}
+
+// RestoreMissing forgets the local deletes of synced files that are
+// missing from the folder and not published (after a mass-delete stop:
+// the share still holds them), so that the next round fetches them again
+// from the share. It refuses while stabsync run holds the folder. It
+// returns the paths it will fetch, sorted.
+func (s *Syncer) RestoreMissing() ([]string, error) {
+	f, err := s.lock()
+	if err != nil {
+		return nil, fmt.Errorf("%w: stop stabsync run first, then run it again after this", err)
+	}
+	defer f.Close()
+	s.runMu.Lock()
+	defer s.runMu.Unlock()
+	var out []string
+	for p, b := range s.ix.Base {
+		if b.Deleted() {
+			continue
+		}
+		if _, err := s.root.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	for _, p := range out {
+		delete(s.ix.Base, p)
+		delete(s.missing, p)
+	}
+	slices.Sort(out)
+	return out, s.ix.save(s.root)
 }

@@ -143,7 +143,7 @@ func (s *Syncer) writeStatus(site string, view plan.View) {
 	switch {
 	case s.mu.status.MassDelete != nil:
 		s.mu.status.State = "mass-delete"
-		s.mu.status.Error = s.mu.status.MassDelete.Error() + ": not syncing; restore the files, or run with --allow-mass-delete to propagate the deletes"
+		s.mu.status.Error = s.mu.status.MassDelete.Error() + ": not syncing; restore the files (stabsync restore --missing fetches them from the share), or run with --allow-mass-delete to propagate the deletes"
 	default:
 		s.mu.status.State, s.mu.status.Error = "idle", ""
 	}

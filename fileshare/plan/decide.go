@@ -131,7 +131,7 @@ func (m *MassDelete) Error() string {
 			"restore the folder, or allow mass deletes to delete all of them everywhere", m.Total)
 	}
 	return fmt.Sprintf("plan: %d of %d synced files vanished from the folder: nothing was synced; "+
-		"restore them, or allow mass deletes to delete them everywhere", m.Missing, m.Total)
+		"restore them (or fetch them back from the share), or allow mass deletes to delete them everywhere", m.Missing, m.Total)
 }
 
 // Decide plans what the client must do to make its folder and the share
