@@ -12,7 +12,10 @@ import (
 
 // collector reads the node's streams at scrape time: heads, the ack table
 // and every frontier, so the metrics are exactly what the node knows.
-type collector struct{ node *stabilizer.Node }
+type collector struct {
+	node      *stabilizer.Node
+	uncovered *uncovered
+}
 
 var (
 	descHead = prometheus.NewDesc("stabilizer_stream_head",
@@ -22,7 +25,7 @@ var (
 	descFrontier = prometheus.NewDesc("stabilizer_frontier",
 		"Frontier of a named predicate on a stream.", []string{"origin", "stream", "predicate"}, nil)
 	descLag = prometheus.NewDesc("stabilizer_frontier_lag_seconds",
-		"How far a predicate's frontier trails the stream's head, in time: now minus the HLC of the frontier, 0 when at the head.",
+		"How long the oldest write a predicate's frontier does not cover has waited (now minus its HLC), 0 when the frontier is at the head.",
 		[]string{"origin", "stream", "predicate"}, nil)
 )
 
@@ -53,7 +56,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for pred, f := range st.Frontiers {
 			ch <- prometheus.MustNewConstMetric(descFrontier, prometheus.GaugeValue, float64(f.Seq), o, name, pred)
-			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lagSeconds(f, st.Head, now), o, name, pred)
+			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lagSeconds(f, st.Head, c.uncovered.since(st, f), now), o, name, pred)
 		}
 	}
 }

@@ -101,6 +101,11 @@ func TestConsole(t *testing.T) {
 		}
 		return nil
 	})
+	// Lag and "stalled for" count from the first write all does not cover,
+	// not from the last one it does: time passes in between (no
+	// synchronisation waits on this sleep; it only makes the two differ).
+	time.Sleep(1500 * time.Millisecond)
+	written := time.Now()
 	put, err := s.store.Put(ctx, "config/b", []byte("2"), kv.WriteOptions{Wait: "majority"})
 	if err != nil {
 		t.Fatal(err)
@@ -164,6 +169,11 @@ func TestConsole(t *testing.T) {
 					kvAll = &st.Frontiers[j]
 				}
 			}
+		}
+	}
+	if waited := time.Since(written); kvAll != nil {
+		if d, err := time.ParseDuration(kvAll.StalledFor); kvAll.LagSeconds > waited.Seconds()+0.25 || err != nil || d > waited+time.Second {
+			t.Errorf("us-east-1/kv's all: lag %.2f s, stalled for %q, but its first uncovered write is %v old", kvAll.LagSeconds, kvAll.StalledFor, waited)
 		}
 	}
 	if kvAll == nil || !kvAll.Stalled || kvAll.Behind == 0 || kvAll.LagSeconds <= 0 || len(kvAll.History) == 0 ||

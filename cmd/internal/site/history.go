@@ -54,8 +54,10 @@ type series struct {
 	moved   time.Time // when it last changed (or was first seen)
 }
 
-// add records one sample of every stream's frontiers taken at now.
-func (h *history) add(now time.Time, streams []stabilizer.StreamStatus) {
+// add records one sample of every stream's frontiers taken at now;
+// uncovered says since when each frontier's first uncovered write waits
+// (nil or zero: unknown, see lagSeconds).
+func (h *history) add(now time.Time, streams []stabilizer.StreamStatus, uncovered func(stabilizer.StreamStatus, stabilizer.FrontierState) time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.mu.series == nil {
@@ -72,7 +74,11 @@ func (h *history) add(now time.Time, streams []stabilizer.StreamStatus) {
 			if f.Seq != s.seq {
 				s.seq, s.moved = f.Seq, now
 			}
-			s.ring[s.next] = point{f.Seq, lagSeconds(f, st.Head, now)}
+			var since time.Time
+			if uncovered != nil {
+				since = uncovered(st, f)
+			}
+			s.ring[s.next] = point{f.Seq, lagSeconds(f, st.Head, since, now)}
 			s.next = (s.next + 1) % historyLen
 			s.n = min(s.n+1, historyLen)
 		}
@@ -95,15 +101,75 @@ func (h *history) get(id stabilizer.StreamID, pred string) ([]point, time.Time) 
 	return out, s.moved
 }
 
-// lagSeconds is how far a frontier trails its stream's head in time: now
-// minus the HLC of the frontier, 0 at the head (and never below 0: a
-// frontier's HLC may come from a clock ahead of this site's). The console
-// and the stabilizer_frontier_lag_seconds metric both show it.
-func lagSeconds(f stabilizer.FrontierState, head uint64, now time.Time) float64 {
-	if f.Seq >= head || f.HLC.Wall <= 0 {
+// lagSeconds is how far a frontier trails its stream's head in time: how
+// long the oldest write it does not cover has waited (now minus since, the
+// HLC of entry f.Seq+1), 0 at the head. When that entry cannot be read
+// (since zero), now minus the HLC of the frontier's own entry, which
+// overstates the wait when writes are sparse. Never below 0: an HLC may
+// come from a clock ahead of this site's. The console and the
+// stabilizer_frontier_lag_seconds metric both show it.
+func lagSeconds(f stabilizer.FrontierState, head uint64, since, now time.Time) float64 {
+	if f.Seq >= head {
 		return 0
 	}
-	return max(0, now.Sub(time.Unix(0, f.HLC.Wall)).Seconds())
+	if since.IsZero() {
+		if f.HLC.Wall <= 0 {
+			return 0
+		}
+		since = time.Unix(0, f.HLC.Wall)
+	}
+	return max(0, now.Sub(since).Seconds())
+}
+
+// uncovered remembers, per stream, the HLC of the first entry above a
+// frontier, so that lag is measured from the oldest write a predicate has
+// not covered yet. Each (stream, seq) is read once. Its mutex is a leaf.
+type uncovered struct {
+	node *stabilizer.Node
+	mu   struct {
+		sync.Mutex
+		at map[stabilizer.StreamID]map[uint64]time.Time
+	}
+}
+
+// since returns when entry f.Seq+1 of st was written (its HLC), zero when
+// f is at the head or the entry cannot be read (truncated, or the site is
+// closing).
+func (u *uncovered) since(st stabilizer.StreamStatus, f stabilizer.FrontierState) time.Time {
+	if f.Seq >= st.Head {
+		return time.Time{}
+	}
+	seq := f.Seq + 1
+	u.mu.Lock()
+	if t, ok := u.mu.at[st.Stream][seq]; ok {
+		u.mu.Unlock()
+		return t
+	}
+	u.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	e, err := u.node.ReadEntry(ctx, st.Stream, seq)
+	cancel()
+	if err != nil || e.HLC.Wall <= 0 {
+		return time.Time{}
+	}
+	t := time.Unix(0, e.HLC.Wall)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.mu.at == nil {
+		u.mu.at = map[stabilizer.StreamID]map[uint64]time.Time{}
+	}
+	m := u.mu.at[st.Stream]
+	if m == nil {
+		m = map[uint64]time.Time{}
+		u.mu.at[st.Stream] = m
+	}
+	for k := range m {
+		if k < seq && len(m) >= 8 { // frontiers moved past it
+			delete(m, k)
+		}
+	}
+	m[seq] = t
+	return t
 }
 
 // runSampler samples the node's frontiers into s.hist at once and then
@@ -117,7 +183,7 @@ func (s *Site) runSampler(stop <-chan struct{}, done chan<- struct{}, every time
 		streams, err := s.node.Streams(ctx)
 		cancel()
 		if err == nil {
-			s.hist.add(time.Now(), streams)
+			s.hist.add(time.Now(), streams, s.uncovered.since)
 		}
 		select {
 		case <-stop:

@@ -16,7 +16,7 @@ func TestHistory(t *testing.T) {
 	var h history
 	sample := func(i int, seq, head uint64) {
 		h.add(t0.Add(time.Duration(i)*time.Second), []stabilizer.StreamStatus{{Stream: id, Head: head,
-			Frontiers: map[string]stabilizer.FrontierState{"all": {Seq: seq, HLC: stabilizer.HLC{Wall: t0.UnixNano()}}}}})
+			Frontiers: map[string]stabilizer.FrontierState{"all": {Seq: seq, HLC: stabilizer.HLC{Wall: t0.UnixNano()}}}}}, nil)
 	}
 	if pts, moved := h.get(id, "all"); pts != nil || !moved.IsZero() {
 		t.Fatalf("before any sample: %v, %v", pts, moved)
@@ -43,17 +43,22 @@ func TestHistory(t *testing.T) {
 func TestLagSeconds(t *testing.T) {
 	now := time.Unix(100, 0)
 	for _, c := range []struct {
-		f    stabilizer.FrontierState
-		head uint64
-		want float64
+		f     stabilizer.FrontierState
+		head  uint64
+		since time.Time // when the first uncovered write was made
+		want  float64
 	}{
-		{stabilizer.FrontierState{Seq: 5, HLC: stabilizer.HLC{Wall: time.Unix(90, 0).UnixNano()}}, 5, 0}, // at the head
-		{stabilizer.FrontierState{Seq: 4, HLC: stabilizer.HLC{Wall: time.Unix(90, 0).UnixNano()}}, 5, 10},
-		{stabilizer.FrontierState{Seq: 0}, 5, 0},                                                          // nothing stable: no time
-		{stabilizer.FrontierState{Seq: 4, HLC: stabilizer.HLC{Wall: time.Unix(101, 0).UnixNano()}}, 5, 0}, // a clock ahead
+		{stabilizer.FrontierState{Seq: 5, HLC: stabilizer.HLC{Wall: time.Unix(90, 0).UnixNano()}}, 5, time.Time{}, 0}, // at the head
+		{stabilizer.FrontierState{Seq: 4, HLC: stabilizer.HLC{Wall: time.Unix(90, 0).UnixNano()}}, 5, time.Time{}, 10},
+		// The frontier's write was at 0 s, the first it does not cover at
+		// 75 s (a site went down then): 25 s, not 100.
+		{stabilizer.FrontierState{Seq: 4, HLC: stabilizer.HLC{Wall: time.Unix(0, 0).UnixNano()}}, 9, time.Unix(75, 0), 25},
+		{stabilizer.FrontierState{Seq: 0}, 5, time.Time{}, 0},                                                          // nothing stable, nothing read: no time
+		{stabilizer.FrontierState{Seq: 0}, 5, time.Unix(40, 0), 60},                                                    // nothing stable: since the first write
+		{stabilizer.FrontierState{Seq: 4, HLC: stabilizer.HLC{Wall: time.Unix(101, 0).UnixNano()}}, 5, time.Time{}, 0}, // a clock ahead
 	} {
-		if got := lagSeconds(c.f, c.head, now); got != c.want {
-			t.Errorf("lagSeconds(%+v, %d) = %v, want %v", c.f, c.head, got, c.want)
+		if got := lagSeconds(c.f, c.head, c.since, now); got != c.want {
+			t.Errorf("lagSeconds(%+v, %d, %v) = %v, want %v", c.f, c.head, c.since, got, c.want)
 		}
 	}
 }

@@ -54,6 +54,7 @@ type Site struct {
 	// stopSampler is closed (samplerDone then closes).
 	console     consoleOptions
 	hist        history
+	uncovered   *uncovered // when each frontier's first uncovered write was made
 	stopSampler chan struct{}
 	samplerDone chan struct{}
 	stopOnce    sync.Once
@@ -198,6 +199,7 @@ func start(cfg *siteconfig.Config, log hclog.Logger, co consoleOptions) (_ *Site
 	}
 	s.linear = linear
 	s.stopSampler, s.samplerDone = make(chan struct{}), make(chan struct{})
+	s.uncovered = &uncovered{node: s.node}
 	go s.runSampler(s.stopSampler, s.samplerDone, co.SampleEvery)
 	closers = append(closers, s.stopHistory)
 	s.serveGRPC(clientL, clientTLS)
@@ -276,7 +278,7 @@ func predicateLabel(p string) string {
 }
 
 func (s *Site) serveHTTP(l net.Listener) {
-	s.reg.MustRegister(&collector{node: s.node})
+	s.reg.MustRegister(&collector{node: s.node, uncovered: s.uncovered})
 	if s.linear != nil {
 		s.reg.MustRegister(&linCollector{node: s.linear.Node})
 	}

@@ -211,13 +211,19 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 func (s *Site) frontierView(ctx context.Context, st stabilizer.StreamStatus, pred string, now time.Time) frontierView {
 	f := st.Frontiers[pred]
 	fv := frontierView{Predicate: pred, Seq: f.Seq, Version: f.Version, Behind: st.Head - min(f.Seq, st.Head),
-		LagSeconds: lagSeconds(f, st.Head, now)}
+		LagSeconds: lagSeconds(f, st.Head, s.uncovered.since(st, f), now)}
 	fv.Lag = secondsText(fv.LagSeconds)
 	if fv.Behind > 0 && f.HLC.Wall <= 0 {
 		fv.Lag = "—" // nothing stable yet: no time to measure from
 	}
 	pts, moved := s.hist.get(st.Stream, pred)
 	fv.History = pts
+	// Stalled since the frontier last moved, or since the first write it
+	// does not cover arrived, whichever is later: a frontier idle for an
+	// hour that a write 20 s ago is waiting on has stalled for 20 s.
+	if since := s.uncovered.since(st, f); since.After(moved) {
+		moved = since
+	}
 	if fv.Behind > 0 && !moved.IsZero() && now.Sub(moved) >= s.console.StallAfter {
 		fv.Stalled = true
 		fv.StalledFor = now.Sub(moved).Round(time.Second).String()
