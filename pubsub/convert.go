@@ -45,7 +45,7 @@ func toPBTopicInfo(t TopicInfo) *pubsubpb.TopicInfo {
 
 func toPBSubInfo(s SubscriptionInfo) *pubsubpb.SubscriptionInfo {
 	out := &pubsubpb.SubscriptionInfo{Topic: s.Topic, Name: s.Name, Durable: s.Durable, Consumers: uint32(s.Consumers),
-		Unacked: s.Stats.Pending, Delivered: s.Stats.Delivered, Acked: s.Stats.Acked, Redelivered: s.Stats.Redelivered,
+		Unacked: max(s.Stats.Pending, s.Backlog), Delivered: s.Stats.Delivered, Acked: s.Stats.Acked, Redelivered: s.Stats.Redelivered,
 		DeadLettered: s.Stats.DeadLettered, DeadLetter: s.DeadLetter, Site: s.Site}
 	for _, o := range slices.Sorted(maps.Keys(s.Position)) {
 		p := s.Position[o]

@@ -35,7 +35,16 @@ type SubscriptionInfo struct {
 	Stats       consumer.Stats
 	Position    consumer.Position
 	DeadLetter  string
+	// Backlog counts the messages this site stores of the topic that the
+	// position has not acked (up to each origin's delivery frontier),
+	// whether a consumer is attached or not: the backlog of a durable
+	// subscription whose consumer died. At most maxBacklogCount.
+	Backlog uint64
 }
+
+// maxBacklogCount bounds the messages counted for one subscription's
+// Backlog, so that describing a topic with a long backlog stays cheap.
+const maxBacklogCount = 1_000_000
 
 // TopicInfo describes a topic at this site.
 type TopicInfo struct {
@@ -111,16 +120,55 @@ func (b *Broker) Subscriptions(ctx context.Context, topic string) ([]Subscriptio
 	stored, err := b.storedSubscriptions(ctx, topic)
 	out := []SubscriptionInfo{}
 	for k, s := range live {
-		out = append(out, s.info())
+		info := s.info()
+		info.Backlog = b.backlog(ctx, k.topic, info.Position)
+		out = append(out, info)
 		delete(stored, k)
 	}
 	for k, rec := range stored {
-		out = append(out, SubscriptionInfo{Topic: k.topic, Name: k.name, Durable: true, Site: rec.Site, Position: rec.Position, DeadLetter: rec.DeadLetter})
+		out = append(out, SubscriptionInfo{Topic: k.topic, Name: k.name, Durable: true, Site: rec.Site, Position: rec.Position, DeadLetter: rec.DeadLetter,
+			Backlog: b.backlog(ctx, k.topic, rec.Position)})
 	}
 	slices.SortFunc(out, func(x, y SubscriptionInfo) int {
 		return strings.Compare(x.Topic+"|"+x.Name, y.Topic+"|"+y.Name)
 	})
 	return out, err
+}
+
+// backlog counts the messages of topic stored here above pos and not acked
+// by it, up to each origin's delivery frontier (see SubscriptionInfo).
+func (b *Broker) backlog(ctx context.Context, topic string, pos consumer.Position) uint64 {
+	t, ok := b.topic(topic)
+	if !ok {
+		return 0
+	}
+	var n uint64
+	for o, st := range b.store.stats(topic) {
+		upTo := st.LastSeq
+		if t.delivery != "" {
+			if f, err := b.node.Frontier(ctx, stabilizer.StreamID{Origin: o, Name: Stream}, t.delivery); err == nil {
+				upTo = min(upTo, f.Seq)
+			}
+		}
+		p := pos[o]
+		after := max(p.Floor, st.Floor.Seq)
+		for after < upTo && n < maxBacklogCount {
+			ms, err := b.store.metas(topic, o, after, 4096)
+			if err != nil || len(ms) == 0 {
+				break
+			}
+			for _, m := range ms {
+				if m.Seq > upTo {
+					break
+				}
+				if _, acked := slices.BinarySearch(p.Acked, m.Seq); !acked {
+					n++
+				}
+			}
+			after = ms[len(ms)-1].Seq
+		}
+	}
+	return min(n, maxBacklogCount)
 }
 
 func (s *subscription) info() SubscriptionInfo {

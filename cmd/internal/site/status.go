@@ -298,7 +298,7 @@ func (s *Site) topicsView(ctx context.Context) []topicView {
 			if !sub.Durable {
 				name = "(ephemeral)"
 			}
-			tv.Subs = append(tv.Subs, subView{Name: name, Site: sub.Site, Consumers: sub.Consumers, Unacked: sub.Stats.Pending, InFlight: sub.Stats.InFlight,
+			tv.Subs = append(tv.Subs, subView{Name: name, Site: sub.Site, Consumers: sub.Consumers, Unacked: max(sub.Stats.Pending, sub.Backlog), InFlight: sub.Stats.InFlight,
 				Delivered: sub.Stats.Delivered, Redelivered: sub.Stats.Redelivered, DeadLetter: sub.Stats.DeadLettered})
 		}
 		out = append(out, tv)
