@@ -1,5 +1,8 @@
 # Stabilizer: the two commands a newcomer needs are `make demo` and `make test`.
 GO ?= go
+# Binaries name their commit in --version (and a site in stabilizer_build_info):
+# -buildvcs=auto stamps it from the checkout even where GOFLAGS turns it off.
+BUILDFLAGS ?= -buildvcs=auto
 PKGS := ./...
 
 .PHONY: all build image test demo demo-predicates bench bench-pubsub bench-files soak soak-short bench-wipe bench-go scenario console-screenshot lint fuzz proto clean
@@ -10,7 +13,7 @@ all: build
 # runs); it is built too, so that it does not rot.
 build:
 	$(GO) build $(PKGS)
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build $(BUILDFLAGS) -o bin/ ./cmd/...
 	cd test/bench && $(GO) build ./... && $(GO) build -o ../../bin/ ./cmd/...
 
 # The container image (deploy/Dockerfile; the build context is the root).
@@ -32,7 +35,7 @@ test: lint
 # last the training scenario cut short; everything is stopped at the end.
 # `make demo-predicates` explains predicates offline.
 demo:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build $(BUILDFLAGS) -o bin/ ./cmd/...
 	bin/wanbed demo
 
 demo-predicates:
@@ -45,7 +48,7 @@ demo-predicates:
 # SCENARIO_OUT (default bin/scenario.txt).
 SCENARIO_OUT ?= bin/scenario.txt
 scenario:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build $(BUILDFLAGS) -o bin/ ./cmd/...
 	bash -o pipefail -c 'bin/wanbed scenario training | tee $(SCENARIO_OUT)'
 
 # A screenshot of the cluster console (a site's status page) over the ec2-3
@@ -65,7 +68,7 @@ console-screenshot:
 # own module, test/bench, and drive the root's wanbed and stabilizerd.
 BENCH_OUT ?= bin/bench
 bench:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build $(BUILDFLAGS) -o bin/ ./cmd/...
 	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
 	bin/wanbench kv --topology ec2-5 --out $(BENCH_OUT)
 
@@ -76,7 +79,7 @@ bench:
 # (network namespaces). Results in PUBSUB_OUT (report.md, results.json, PNGs).
 PUBSUB_OUT ?= bin/bench-pubsub
 bench-pubsub:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build $(BUILDFLAGS) -o bin/ ./cmd/...
 	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
 	bin/wanbench pubsub --topology ec2-3 --out $(PUBSUB_OUT)
 
@@ -90,7 +93,7 @@ bench-pubsub:
 # FILES_OUT (report.md, results.json, PNGs).
 FILES_OUT ?= bin/bench-files
 bench-files: bin/syncthing
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build $(BUILDFLAGS) -o bin/ ./cmd/...
 	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
 	bin/wanbench files --topology ec2-3 --out $(FILES_OUT)
 
@@ -105,12 +108,12 @@ bench-files: bin/syncthing
 # (report.md, results.json, PNG plots).
 SOAK_OUT ?= bin/soak
 soak:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build $(BUILDFLAGS) -o bin/ ./cmd/...
 	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
 	bin/wanbench soak --topology ec2-3 --out $(SOAK_OUT)
 
 soak-short:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build $(BUILDFLAGS) -o bin/ ./cmd/...
 	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
 	bin/wanbench soak --short --topology ec2-3 --out $(SOAK_OUT)-short
 
@@ -124,7 +127,7 @@ soak-short:
 # results.json, wipe-transfer.png).
 WIPE_OUT ?= bin/bench-wipe
 bench-wipe:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build $(BUILDFLAGS) -o bin/ ./cmd/...
 	cd test/bench && $(GO) build -o ../../bin/ ./cmd/...
 	bin/wanbench wipe --topology ec2-3 --out $(WIPE_OUT)
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stabilizer/stabilizer/cmd/internal/buildinfo"
 )
 
 func main() {
@@ -58,8 +60,9 @@ func (g *globals) checkOutput(allowed ...string) error {
 func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:   "kvctl",
-		Short: "Client of Stabilizer sites: key/value store, pub/sub, predicates",
+		Version: buildinfo.Read().String(),
+		Use:     "kvctl",
+		Short:   "Client of Stabilizer sites: key/value store, pub/sub, predicates",
 		Long: `kvctl is Stabilizer's client, one binary for operators: it talks to Stabilizer sites
 (the key/value store: put, get, del, scan, watch, cas, lease; pub/sub: topic, pub, sub;
 frontier, cluster status) and evaluates stability-frontier predicates.

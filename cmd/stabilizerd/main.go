@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
+	"github.com/stabilizer/stabilizer/cmd/internal/buildinfo"
 	"github.com/stabilizer/stabilizer/cmd/internal/kubegen"
 	"github.com/stabilizer/stabilizer/cmd/internal/site"
 	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
@@ -72,8 +73,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 func newRoot(stderr io.Writer) *cobra.Command {
 	var configPath string
 	root := &cobra.Command{
-		Use:   "stabilizerd --config FILE",
-		Short: "Run one Stabilizer site",
+		Version: buildinfo.Read().String(),
+		Use:     "stabilizerd --config FILE",
+		Short:   "Run one Stabilizer site",
 		Long: `stabilizerd runs one site of a Stabilizer cluster from its config file.
 
 To try a local three-site cluster:

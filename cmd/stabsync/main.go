@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stabilizer/stabilizer/cmd/internal/buildinfo"
 )
 
 func main() {
@@ -70,8 +72,9 @@ func (g *globals) checkOutput(allowed ...string) error {
 func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:   "stabsync",
-		Short: "Sync a folder with a share of Stabilizer sites",
+		Version: buildinfo.Read().String(),
+		Use:     "stabsync",
+		Short:   "Sync a folder with a share of Stabilizer sites",
 		Long: `stabsync keeps a folder and a share of Stabilizer sites in step, both ways.
 
 A file is published once its size and mtime stopped changing (the settle time), so a

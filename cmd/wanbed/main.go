@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stabilizer/stabilizer/cmd/internal/buildinfo"
 	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
 	"github.com/stabilizer/stabilizer/wan"
 )
@@ -34,8 +35,9 @@ func main() {
 func newRoot() *cobra.Command {
 	var dir, output string
 	root := &cobra.Command{
-		Use:   "wanbed",
-		Short: "A multi-region Stabilizer cluster on one machine, over an emulated WAN",
+		Version: buildinfo.Read().String(),
+		Use:     "wanbed",
+		Short:   "A multi-region Stabilizer cluster on one machine, over an emulated WAN",
 		Long: `wanbed starts one stabilizerd per site of a topology, connects every pair through
 emulated links with the topology's round-trip times, changes links while the cluster runs,
 and drives workloads against it. Topologies: ` + strings.Join(wan.PresetNames(), ", ") + `, or a YAML file.`,

@@ -125,6 +125,9 @@ func TestConsole(t *testing.T) {
 		}
 		return fmt.Errorf("stalled: %+v", v.Stalled)
 	})
+	if m := get(t, "http://"+httpAddr[us]+"/metrics"); !strings.Contains(m, `stabilizer_build_info{goversion="go`) {
+		t.Errorf("/metrics lacks stabilizer_build_info")
+	}
 	v := status(us)
 	html := page(us)
 	want := []string{

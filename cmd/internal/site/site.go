@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/stabilizer/stabilizer/cmd/internal/buildinfo"
 	"github.com/stabilizer/stabilizer/cmd/internal/siteconfig"
 	"github.com/stabilizer/stabilizer/fileshare"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
@@ -79,7 +80,7 @@ func start(cfg *siteconfig.Config, log hclog.Logger, co consoleOptions) (_ *Site
 			}
 		}
 	}()
-	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 	peerTLS, clientTLS, err := loadTLS(cfg)
 	if err != nil {
 		return nil, err
@@ -346,6 +347,18 @@ func (s *Site) stopHistory() {
 
 // Node returns the site's node.
 func (s *Site) Node() *stabilizer.Node { return s.node }
+
+// buildInfoGauge is stabilizer_build_info: 1, labelled with the build
+// (buildinfo.Read), so that dashboards and alerts can tell which build
+// each site runs.
+func buildInfoGauge() prometheus.Collector {
+	bi := buildinfo.Read()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "stabilizer_build_info",
+		Help:        "1, labelled with the site's build: module version, VCS revision and Go toolchain.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion}})
+	g.Set(1)
+	return g
+}
 
 type tlsPair struct{ server, client *tls.Config }
 
