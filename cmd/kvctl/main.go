@@ -69,7 +69,7 @@ frontier, cluster status) and evaluates stability-frontier predicates.
 
 A predicate states the consistency a write or read needs, as an expression
 over a stream's acknowledgement table, e.g. "majority(persisted(sites))".
-See DESIGN.md §3 for the language.`,
+The language: docs/predicates.md in the repository, and kvctl predicate --help.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The predicate demo: compiles and evaluates the example predicates of
-# DESIGN.md §3 against one stream's ack table and says what each answer means.
+# docs/predicates.md against one stream's ack table and says what each answer means.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=$(mktemp -d)
@@ -24,7 +24,7 @@ show() { # predicate, explanation
 	echo
 }
 
-echo "== The examples of DESIGN.md §3 =="
+echo "== Examples of docs/predicates.md =="
 echo
 show 'min(persisted(sites))' \
 	"every site persisted: held back by ap-south-1, the slowest."
