@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -331,5 +333,18 @@ func TestRestoreMissing(t *testing.T) {
 	quiesce(t, a, b)
 	if len(a.files()) != 6 || len(b.files()) != 6 {
 		t.Fatalf("after RestoreMissing: a has %v, b has %v", a.files(), b.files())
+	}
+}
+
+// TestStatusJSONKeys: stabsync status -o json speaks snake_case throughout,
+// the mass-delete stop and conflicts included.
+func TestStatusJSONKeys(t *testing.T) {
+	st := Status{MassDelete: &plan.MassDelete{Missing: 4, Total: 6}, Conflicts: []plan.Conflict{{Path: "a", Kind: plan.KindEdit}}}
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if upper := regexp.MustCompile(`"[A-Z]\w*":`).FindAllString(string(b), -1); len(upper) > 0 {
+		t.Fatalf("status JSON has keys %v: %s", upper, b)
 	}
 }

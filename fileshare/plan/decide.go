@@ -121,8 +121,9 @@ const MassDeleteMin = 4
 // folder itself) vanished, which is far more often an unmounted disk or a
 // moved folder than a user's wish.
 type MassDelete struct {
-	Missing, Total int
-	FolderMissing  bool
+	Missing       int  `json:"missing"`
+	Total         int  `json:"total"`
+	FolderMissing bool `json:"folder_missing"`
 }
 
 func (m *MassDelete) Error() string {

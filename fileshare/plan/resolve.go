@@ -42,9 +42,11 @@ type Heads struct{ Parents, Kept []VersionID }
 
 // Conflict reports one losing head of Path.
 type Conflict struct {
-	Path, Copy    string // Copy is "" for Kind "delete"
-	Winner, Loser VersionID
-	Kind          string // "edit" (two edits: loser shown at Copy) or "delete" (delete against edit: the edit won)
+	Path   string    `json:"path"`
+	Copy   string    `json:"copy"` // "" for Kind "delete"
+	Winner VersionID `json:"winner"`
+	Loser  VersionID `json:"loser"`
+	Kind   string    `json:"kind"` // "edit" (two edits: loser shown at Copy) or "delete" (delete against edit: the edit won)
 }
 
 // Conflict kinds.
