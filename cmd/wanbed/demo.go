@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/status"
 
@@ -53,8 +54,14 @@ type demoOptions struct {
 	perPred       int
 }
 
+// section prints a section's title, in bold on a terminal and plain when
+// the output goes to a file or a pipe (no escape codes in logs).
 func section(w io.Writer, title string) {
-	fmt.Fprintf(w, "\n\033[1m== %s ==\033[0m\n\n", title)
+	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		fmt.Fprintf(w, "\n\033[1m== %s ==\033[0m\n\n", title)
+		return
+	}
+	fmt.Fprintf(w, "\n== %s ==\n\n", title)
 }
 
 func runDemo(ctx context.Context, w io.Writer, o demoOptions) (err error) {

@@ -119,3 +119,13 @@ func TestTrainingFiguresTarget(t *testing.T) {
 		t.Log(got)
 	}
 }
+
+// TestSectionPlainWhenPiped: a section title carries no escape codes when
+// the output is not a terminal (make demo | tee, logs).
+func TestSectionPlainWhenPiped(t *testing.T) {
+	var b strings.Builder
+	section(&b, "Starting")
+	if strings.Contains(b.String(), "\033") || !strings.Contains(b.String(), "== Starting ==") {
+		t.Fatalf("section to a buffer: %q", b.String())
+	}
+}
