@@ -133,6 +133,72 @@ func open(g *globals, folder string) (*client.Syncer, context.Context, context.C
 	return s, ctx, cancel, nil
 }
 
+func newWaitCmd(g *globals) *cobra.Command {
+	var within time.Duration
+	cmd := &cobra.Command{
+		Use:   "wait [FOLDER] [--within D]",
+		Short: "Wait until the folder and its share agree: every file synced",
+		Long: `wait returns once every file of FOLDER (default .) and of its share is synced
+(stable where the share's visibility predicate says, and the same here), exit 0, or after
+--within, exit 1 naming what is not synced yet. A mass-delete stop or an error of the
+running stabsync ends the wait at once, exit 1. It reads what stabsync run does; it syncs
+nothing itself.`,
+		Example: `  stabsync run ./ckpt &
+  cp -r /scratch/step-1200 ./ckpt/ && stabsync wait ./ckpt --within 10m`,
+		Args: folderArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if within <= 0 {
+				return usageError{fmt.Errorf("wait: --within %v: must be positive", within)}
+			}
+			s, err := client.Open(folderOf(args), client.Options{})
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			deadline := time.Now().Add(within)
+			for {
+				ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+				st, err := s.Status(ctx)
+				cancel()
+				in, behind := st.InSync()
+				switch {
+				case err == nil && in:
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: in sync (%d files)\n", st.Folder, len(st.Files))
+					return nil
+				case err == nil && (st.State == "mass-delete" || st.State == "error"):
+					return fmt.Errorf("wait: %s: %s", st.State, st.Error)
+				case time.Now().After(deadline):
+					if err != nil {
+						return fmt.Errorf("wait: not in sync after %v: %w", within, err)
+					}
+					return fmt.Errorf("wait: not in sync after %v: %s", within, describeBehind(behind, st.Running))
+				}
+				time.Sleep(250 * time.Millisecond) // polling the status, not synchronising a test
+			}
+		},
+	}
+	cmd.Flags().DurationVar(&within, "within", 5*time.Minute, "give up after this long")
+	return cmd
+}
+
+// describeBehind names up to five files that are not synced, and their
+// states.
+func describeBehind(fs []client.FileStatus, running bool) string {
+	var parts []string
+	for i, f := range fs {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(fs)-5))
+			break
+		}
+		parts = append(parts, f.Path+" "+f.State)
+	}
+	s := strings.Join(parts, ", ")
+	if !running {
+		s += " (stabsync run is not running for this folder: start it)"
+	}
+	return s
+}
+
 func newStatusCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status [FOLDER]",

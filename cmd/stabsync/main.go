@@ -92,7 +92,7 @@ Start with: stabsync init ./folder --share NAME --site HOST:PORT, then stabsync 
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 10*time.Second, "how long to wait for the site (not for run)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newInitCmd(g), newRunCmd(g), newStatusCmd(g), newVersionsCmd(g), newRestoreCmd(g), newConflictsCmd(g))
+	root.AddCommand(newInitCmd(g), newRunCmd(g), newStatusCmd(g), newWaitCmd(g), newVersionsCmd(g), newRestoreCmd(g), newConflictsCmd(g))
 	return root
 }
 

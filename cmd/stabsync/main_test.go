@@ -44,6 +44,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"status", dir, "-o", "yaml"}, 2, `-o "yaml": unknown output format`},
 		{[]string{"versions"}, 2, "takes 1 argument(s) (PATH)"},
 		{[]string{"restore", "x"}, 2, "--version V is required"},
+		{[]string{"wait", dir, "--within", "0s"}, 2, "--within 0s: must be positive"},
+		{[]string{"restore", "--missing", "x", "-C", dir}, 2, "takes 0 argument(s)"},
 	} {
 		code, _, stderr := stabsync(t, c.args...)
 		if code != c.code || !strings.Contains(stderr, c.want) {
@@ -128,6 +130,20 @@ func TestCommandsAgainstAFakeSite(t *testing.T) {
 	s.Close()
 	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "v1" {
 		t.Fatalf("after restore a.txt = %q", b)
+	}
+
+	if code, out, stderr := stabsync(t, "wait", dir, "--within", "5s"); code != 0 || !strings.Contains(out, "in sync (1 files)") {
+		t.Fatalf("wait on a synced folder: exit %d, %q %q", code, out, stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b.txt"), []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := stabsync(t, "wait", dir, "--within", "300ms"); code != 1 || !strings.Contains(stderr, "b.txt local") ||
+		!strings.Contains(stderr, "stabsync run is not running") {
+		t.Fatalf("wait with a file not published: exit %d, %q", code, stderr)
+	}
+	if err := os.Remove(filepath.Join(dir, "b.txt")); err != nil {
+		t.Fatal(err)
 	}
 
 	code, out, _ = stabsync(t, "conflicts", dir, "-o", "json")

@@ -348,3 +348,33 @@ func TestStatusJSONKeys(t *testing.T) {
 		t.Fatalf("status JSON has keys %v: %s", upper, b)
 	}
 }
+
+// TestStatusInSync: a folder is in sync once its share and it agree, not
+// while a file is published but not stable, and never during a stop.
+func TestStatusInSync(t *testing.T) {
+	e := newEnv(t, &filesharepb.Share{Name: "docs"})
+	a := e.client("a", "us-east-1", Options{})
+	b := e.client("b", "eu-west-1", Options{})
+	a.write("train.yaml", "lr: 0.1")
+	quiesce(t, a)
+	st, err := b.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, behind := st.InSync(); in || len(behind) != 1 || behind[0].Path != "train.yaml" {
+		t.Fatalf("b before it fetched train.yaml: in sync %v, behind %+v", in, behind)
+	}
+	quiesce(t, a, b)
+	for _, c := range []*tclient{a, b} {
+		st, err := c.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in, behind := st.InSync(); !in {
+			t.Fatalf("%s after quiescing: behind %+v", c.name, behind)
+		}
+	}
+	if in, _ := (Status{State: "mass-delete"}).InSync(); in {
+		t.Fatal("a mass-delete stop counted as in sync")
+	}
+}

@@ -308,3 +308,17 @@ func (s *Syncer) Status(ctx context.Context) (Status, error) {
 	}
 	return st, nil
 }
+
+// InSync reports whether the folder and its share agree: every file synced
+// (paths the folder does not materialize aside) and no stop for a mass
+// delete or an error. It also returns the files that are not, for a
+// caller to say what it waits for.
+func (st Status) InSync() (bool, []FileStatus) {
+	var out []FileStatus
+	for _, f := range st.Files {
+		if f.State != StateSynced && f.State != StateRefused {
+			out = append(out, f)
+		}
+	}
+	return len(out) == 0 && st.State != "mass-delete" && st.State != "error", out
+}
