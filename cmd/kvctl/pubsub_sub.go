@@ -20,7 +20,7 @@ const startHelp = "all, new, last, seq:ORIGIN=N,... or time:RFC3339"
 
 func newSubCmd(g *globals, r *remote) *cobra.Command {
 	var durable, start, deadLetter, onTruncated string
-	var count, maxDeliver int
+	var count, maxDeliver, maxAckPending int
 	var ack, noAck bool
 	var ackWait time.Duration
 	cmd := &cobra.Command{
@@ -28,9 +28,10 @@ func newSubCmd(g *globals, r *remote) *cobra.Command {
 		Short: "Print a topic's messages as they arrive, acking each",
 		Long: `Subscribe to TOPIC and print its messages as the site delivers them: every origin's
 messages in that origin's order, no order across origins. Each message is acked once printed
-(--no-ack leaves them unacked: they are delivered again after --ack-wait). kvctl stops after
---count messages, or on Ctrl-C, and then closes the subscription: the acks are sent and a
-durable subscription's position is stored.
+(--no-ack leaves them unacked: they are delivered again after --ack-wait; once
+--max-ack-pending of them, 1000 by default, are unacked, the site delivers no more until some
+are). kvctl stops after --count messages, or on Ctrl-C, and then closes the subscription: the
+acks are sent and a durable subscription's position is stored.
 
 Without --durable the subscription lasts as long as the command. With --durable NAME it is
 stored at the sites: running the command again, at any site, resumes after what was acked
@@ -80,6 +81,9 @@ delivery attempt, -o json one JSON object a line.
 			}
 			if maxDeliver != 0 {
 				opts = append(opts, pubsubclient.MaxDeliver(maxDeliver))
+			}
+			if maxAckPending != 0 {
+				opts = append(opts, pubsubclient.MaxAckPending(maxAckPending))
 			}
 			if deadLetter != "" {
 				opts = append(opts, pubsubclient.DeadLetter(deadLetter))
@@ -145,6 +149,7 @@ delivery attempt, -o json one JSON object a line.
 	f.BoolVar(&noAck, "no-ack", false, "leave messages unacked: they are delivered again after --ack-wait")
 	f.DurationVar(&ackWait, "ack-wait", 0, "how long a delivery waits for its ack before it is delivered again (0: 30s)")
 	f.IntVar(&maxDeliver, "max-deliver", 0, "deliveries of a message before it goes to --dead-letter (0: unlimited)")
+	f.IntVar(&maxAckPending, "max-ack-pending", 0, "messages delivered and not acked, over all consumers, before the site delivers no more (0: 1000; at most 1000000)")
 	f.StringVar(&deadLetter, "dead-letter", "", "topic that gets the messages past --max-deliver")
 	f.StringVar(&onTruncated, "on-truncated", "error", "when retention dropped what the subscription reads next: error, or first (start at the first message kept)")
 	_ = cmd.RegisterFlagCompletionFunc("on-truncated", fixedCompletion("error", "first"))
