@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -100,7 +103,7 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) (err error) {
 			if derr := down(o.dir, w); derr != nil && err == nil {
 				err = derr
 			}
-			fmt.Fprintf(w, "everything stopped; configs, data and logs are in %s\n", o.dir)
+			fmt.Fprintf(w, "everything stopped; configs, data and logs are in %s\n", leftBehind(o.dir))
 		}()
 	}
 	preds := []string{"none", "one_remote", "majority", "two_continents", "all"}
@@ -273,4 +276,24 @@ func watchCatchUp(ctx context.Context, w io.Writer, c *kvclient.Client, origin s
 		time.Sleep(50 * time.Millisecond)
 	}
 	return errors.New("the all frontier did not catch up within 30s of the restore")
+}
+
+// leftBehind says what a stopped run leaves on disk: the folder, its size
+// as du counts it (allocated blocks), and how to remove it.
+func leftBehind(dir string) string {
+	var n int64
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				n += st.Blocks * 512
+			} else {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return fmt.Sprintf("%s (%.1f MiB on disk; rm -rf %s removes it)", dir, float64(n)/(1<<20), dir)
 }

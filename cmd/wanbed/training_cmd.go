@@ -88,7 +88,7 @@ func scenarioTraining(cmd *cobra.Command, dir, topology string, keep bool, o tra
 			if derr := down(dir, w); derr != nil && err == nil {
 				err = derr
 			}
-			fmt.Fprintf(w, "everything stopped; configs, data, logs and the agents' events are in %s\n", dir)
+			fmt.Fprintf(w, "everything stopped; configs, data, logs and the agents' events are in %s\n", leftBehind(dir))
 		}()
 	}
 	return runTraining(cmd.Context(), w, dir, st, topo, o)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,5 +128,17 @@ func TestSectionPlainWhenPiped(t *testing.T) {
 	section(&b, "Starting")
 	if strings.Contains(b.String(), "\033") || !strings.Contains(b.String(), "== Starting ==") {
 		t.Fatalf("section to a buffer: %q", b.String())
+	}
+}
+
+// TestLeftBehind names the folder, its size on disk and how to remove it.
+func TestLeftBehind(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "data"), make([]byte, 3<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := leftBehind(dir)
+	if !strings.Contains(got, dir+" (3.0 MiB on disk; rm -rf "+dir+" removes it)") {
+		t.Fatalf("leftBehind: %q", got)
 	}
 }
