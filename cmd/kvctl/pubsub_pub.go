@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"context"
 	"fmt"
 	"io"
@@ -20,8 +21,8 @@ const maxLine = 64 << 20
 
 func newPubCmd(g *globals, r *remote) *cobra.Command {
 	var headers []string
-	var id, idPrefix string
-	var async bool
+	var id, idPrefix, idField string
+	var async, keepGoing bool
 	cmd := &cobra.Command{
 		Use:   "pub TOPIC [MESSAGE...]",
 		Short: "Publish messages to a topic, each answered once the topic's publish-ack predicate holds",
@@ -36,6 +37,13 @@ PREFIX followed by N (the argument's position, or stdin's line number), so that 
 interrupted can be run again safely. A publish without an id that loses its site is not
 retried elsewhere: it may have been published.
 
+--id-field NAME takes each message's id from its own JSON: the string field NAME at the top
+of the message (a line of stdin that is not a JSON object with that field is an error).
+
+--keep-going publishes every message even when some fail: each failure is reported (-o json:
+a line with "error"), and the exit status is 1 if any failed. Without it, pub stops at the
+first failure.
+
 --async pipelines the publishes on one stream instead of waiting for each; the output keeps
 the messages' order.
 
@@ -43,6 +51,7 @@ the messages' order.
 		Example: `  kvctl pub orders '{"order":7}'
   kvctl pub orders a b c --header source=cli -o json
   kvctl pub jobs --id-prefix batch-42- < jobs.txt     # safe to run again
+  kvctl pub events --id-field event_id --keep-going -o json < events.jsonl
   tail -f app.log | kvctl pub logs --async`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -54,8 +63,11 @@ the messages' order.
 		ValidArgsFunction: r.completeTopics,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic, msgs := args[0], args[1:]
-			if id != "" && idPrefix != "" {
-				return usageError{fmt.Errorf("give --id or --id-prefix, not both")}
+			if n := btoi(id != "") + btoi(idPrefix != "") + btoi(idField != ""); n > 1 {
+				return usageError{fmt.Errorf("give one of --id, --id-prefix and --id-field")}
+			}
+			if keepGoing && async {
+				return usageError{fmt.Errorf("--keep-going publishes one message after the other: drop --async")}
 			}
 			hdrs, err := parseHeaders(headers)
 			if err != nil {
@@ -77,8 +89,8 @@ the messages' order.
 				return err
 			}
 			defer c.Close()
-			p := &pubRun{r: r, c: c, topic: topic, headers: hdrs, id: id, idPrefix: idPrefix, unit: unit,
-				out: newPubPrinter(cmd.OutOrStdout(), g.output, topic), several: stdin || len(msgs) > 1}
+			p := &pubRun{r: r, c: c, topic: topic, headers: hdrs, id: id, idPrefix: idPrefix, idField: idField, keepGoing: keepGoing, unit: unit,
+				out: newPubPrinter(cmd.OutOrStdout(), cmd.ErrOrStderr(), g.output, topic), several: stdin || len(msgs) > 1}
 			if async {
 				err = p.async(next)
 			} else {
@@ -93,6 +105,8 @@ the messages' order.
 	cmd.Flags().StringArrayVar(&headers, "header", nil, "header KEY=VALUE for every message (repeatable)")
 	cmd.Flags().StringVar(&id, "id", "", "message id of the one message: publishing it again publishes nothing")
 	cmd.Flags().StringVar(&idPrefix, "id-prefix", "", "message N gets id PREFIX followed by N (stdin: the line number)")
+	cmd.Flags().StringVar(&idField, "id-field", "", "take each message's id from this top-level string field of its JSON")
+	cmd.Flags().BoolVar(&keepGoing, "keep-going", false, "publish every message even when some fail; exit 1 if any did")
 	cmd.Flags().BoolVar(&async, "async", false, "pipeline the publishes instead of waiting for each")
 	return cmd
 }
@@ -159,12 +173,14 @@ type pubRun struct {
 	topic        string
 	headers      map[string]string
 	id, idPrefix string
+	idField      string // take each message's id from this JSON field
+	keepGoing    bool
 	unit         string // message or line
 	several      bool
 	out          *pubPrinter
 }
 
-func (p *pubRun) options(n int) (string, []pubsubclient.PublishOption) {
+func (p *pubRun) options(n int, data []byte) (string, []pubsubclient.PublishOption, error) {
 	var opts []pubsubclient.PublishOption
 	if p.headers != nil {
 		opts = append(opts, pubsubclient.Headers(p.headers))
@@ -173,10 +189,28 @@ func (p *pubRun) options(n int) (string, []pubsubclient.PublishOption) {
 	if p.idPrefix != "" {
 		id = fmt.Sprintf("%s%d", p.idPrefix, n)
 	}
+	if p.idField != "" {
+		var fields map[string]any
+		if err := json.Unmarshal(data, &fields); err != nil {
+			return "", nil, fmt.Errorf("%s %d: --id-field %s: not a JSON object: %v", p.unit, n, p.idField, err)
+		}
+		s, ok := fields[p.idField].(string)
+		if !ok || s == "" {
+			return "", nil, fmt.Errorf("%s %d: --id-field %s: no such string field in the message", p.unit, n, p.idField)
+		}
+		id = s
+	}
 	if id != "" {
 		opts = append(opts, pubsubclient.MsgID(id))
 	}
-	return id, opts
+	return id, opts, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // fail names the message an error is about, when there are several.
@@ -189,20 +223,39 @@ func (p *pubRun) fail(n int, err error) error {
 }
 
 func (p *pubRun) sync(next messages) error {
+	failed, total := 0, 0
 	for {
 		n, data, ok, err := next()
-		if err != nil || !ok {
+		if err != nil {
 			return err
 		}
-		id, opts := p.options(n)
-		// The client's --timeout goes with the request: the site says how
-		// far the acks got before the client gives up.
-		a, err := p.c.Publish(context.Background(), p.topic, data, opts...)
-		if err != nil {
-			return p.fail(n, err)
+		if !ok {
+			break
 		}
-		p.out.print(n, id, a)
+		total++
+		id, opts, err := p.options(n, data)
+		if err == nil {
+			// The client's --timeout goes with the request: the site says
+			// how far the acks got before the client gives up.
+			var a pubsubclient.PubAck
+			if a, err = p.c.Publish(context.Background(), p.topic, data, opts...); err == nil {
+				p.out.print(n, id, a)
+				continue
+			}
+			err = p.fail(n, err)
+		}
+		if !p.keepGoing {
+			p.out.printFailure(n, id, err)
+			return err
+		}
+		failed++
+		p.out.printFailure(n, id, err)
+		p.out.warn(err)
 	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d %ss failed (each reported above); the others were published", failed, total, p.unit)
+	}
+	return nil
 }
 
 // async publishes without waiting and prints the answers in order as they
@@ -250,7 +303,13 @@ func (p *pubRun) async(next messages) error {
 		if !ok {
 			return drain(true)
 		}
-		id, opts := p.options(n)
+		id, opts, err := p.options(n, data)
+		if err != nil {
+			if derr := drain(true); derr != nil {
+				return derr
+			}
+			return err
+		}
 		// The window's wait ends when publishes are answered, which
 		// --timeout bounds.
 		f, err := p.c.PublishAsync(context.Background(), p.topic, data, opts...)
@@ -279,17 +338,42 @@ type pubJSON struct {
 	Duplicate bool                  `json:"duplicate,omitempty"`
 }
 
+// pubFailJSON is a failed publish as scripts read it (-o json).
+type pubFailJSON struct {
+	Topic string `json:"topic"`
+	N     int    `json:"n"`
+	ID    string `json:"id,omitempty"`
+	Error string `json:"error"`
+}
+
+// printFailure reports a failed publish in the JSON output, so that a
+// script reading the lines sees every message's outcome; text and table
+// output say failures on stderr (the command's error, or warn).
+func (p *pubPrinter) printFailure(n int, id string, err error) {
+	if p.format == "json" {
+		_ = writeJSON(p.w, pubFailJSON{Topic: p.topic, N: n, ID: id, Error: err.Error()})
+	}
+}
+
+// warn says a failure that does not end the command, on stderr.
+func (p *pubPrinter) warn(err error) {
+	if p.errw != nil {
+		fmt.Fprintf(p.errw, "kvctl: %v\n", err)
+	}
+}
+
 // pubPrinter prints each publish's answer: a line (text), a JSON line
 // (json) or a row of a table printed at the end (table).
 type pubPrinter struct {
 	w      io.Writer
+	errw   io.Writer // for failures that do not end the command
 	format string
 	topic  string
 	tw     *tabwriter.Writer // from the first row on
 }
 
-func newPubPrinter(w io.Writer, format, topic string) *pubPrinter {
-	return &pubPrinter{w: w, format: format, topic: topic}
+func newPubPrinter(w, errw io.Writer, format, topic string) *pubPrinter {
+	return &pubPrinter{w: w, errw: errw, format: format, topic: topic}
 }
 
 func (p *pubPrinter) print(n int, id string, a pubsubclient.PubAck) {

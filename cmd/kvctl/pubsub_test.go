@@ -148,7 +148,8 @@ OK us-east-1/pubsub seq 4 \(duplicate: .*\)
 1  us-east-1  10   ` + hlc + `\s+z-1\s*
 `},
 		{args: []string{"pub", "orders", "a", "b", "--id", "x"}, code: 2, stderr: "--id names one message; to name each of several, give --id-prefix"},
-		{args: []string{"pub", "orders", "a", "--id", "x", "--id-prefix", "y"}, code: 2, stderr: "give --id or --id-prefix, not both"},
+		{args: []string{"pub", "orders", "a", "--id", "x", "--id-prefix", "y"}, code: 2, stderr: "give one of --id, --id-prefix and --id-field"},
+		{args: []string{"pub", "orders", "--keep-going", "--async"}, stdin: "a\n", code: 2, stderr: "--keep-going publishes one message after the other: drop --async"},
 		{args: []string{"pub", "orders", "a", "--header", "novalue"}, code: 2, stderr: `--header "novalue": want KEY=VALUE`},
 		{args: []string{"pub", "orders", "a", "--header", "=v"}, code: 2, stderr: `--header "=v": want KEY=VALUE`},
 		{args: []string{"pub"}, code: 2, stderr: "kvctl pub takes TOPIC, then the messages"},
@@ -164,6 +165,47 @@ OK us-east-1/pubsub seq 4 \(duplicate: .*\)
 	}
 	if r := reqs[3]; string(r.Data) != "y" || r.MsgId != "p-3" {
 		t.Errorf("stdin's second line: %v", r)
+	}
+}
+
+// TestPubKeepGoingAndIDField: --keep-going publishes every line and
+// reports each outcome (a JSON line with "error" for a failure), exit 1 if
+// any failed; --id-field takes each message's id from its JSON.
+func TestPubKeepGoingAndIDField(t *testing.T) {
+	cl := pubsubclienttest.NewCluster()
+	site := cl.Start(t, "us-east-1")
+	(pubsubCase{args: []string{"topic", "create", "small", "--max-message-bytes", "3"}, stdout: ".*"}).run(t, site.Addr)
+	(pubsubCase{args: []string{"topic", "create", "events"}, stdout: ".*"}).run(t, site.Addr)
+	pub := func(stdin string, args ...string) (int, string, string) {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "stdin")
+		if err := os.WriteFile(f, []byte(stdin), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		in, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved := os.Stdin
+		os.Stdin = in
+		defer func() { os.Stdin = saved; in.Close() }()
+		var out, errOut bytes.Buffer
+		code := run(append(append([]string{"pub"}, args...), "--endpoint", site.Addr), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	code, out, errOut := pub("ok\ntoo long\nok2\n", "small", "--keep-going", "-o", "json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 1 || len(lines) != 3 || !strings.Contains(lines[0], `"n":1,"origin"`) ||
+		!strings.Contains(lines[1], `"n":2,"error":"line 2: message of 8 bytes is larger`) || !strings.Contains(lines[2], `"n":3,"origin"`) ||
+		!strings.Contains(errOut, "1 of 3 lines failed") {
+		t.Fatalf("--keep-going: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	code, out, errOut = pub(`{"event_id":"e-1","v":1}`+"\n"+`{"v":2}`+"\n", "events", "--id-field", "event_id", "-o", "json")
+	if code != 1 || !strings.Contains(out, `"n":1,"id":"e-1"`) || !strings.Contains(errOut, "line 2: --id-field event_id: no such string field") {
+		t.Fatalf("--id-field: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	if reqs := site.PublishRequests(); reqs[len(reqs)-1].MsgId != "e-1" {
+		t.Errorf("the id sent: %+v", reqs[len(reqs)-1])
 	}
 }
 
