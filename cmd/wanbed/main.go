@@ -124,7 +124,7 @@ and drives workloads against it. Topologies: ` + strings.Join(wan.PresetNames(),
 		RunE:   func(*cobra.Command, []string) error { return serveWAN(dir, topology) },
 	}
 	serve.Flags().StringVar(&topology, "topology", "", "")
-	root.AddCommand(upCmd, statusCmd, downCmd, newLinkCmd(&dir, needDir), serve, newRunCmd(&dir, needDir), newDemoCmd(&dir), newScenarioCmd(&dir), newAgentCmd())
+	root.AddCommand(upCmd, statusCmd, downCmd, newLinkCmd(&dir, needDir), newSiteCmd(&dir, needDir), serve, newRunCmd(&dir, needDir), newDemoCmd(&dir), newScenarioCmd(&dir), newAgentCmd())
 	root.AddCommand(newMovedBenchCmd())
 	return root
 }

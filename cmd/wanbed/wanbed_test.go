@@ -49,6 +49,27 @@ func TestUpLinkDown(t *testing.T) {
 	if err != nil || strings.Count(out, "healthy") != 3 || strings.Count(out, "CUT") != 2 {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
+	// One site crashes and comes back; down then stops the new process.
+	if out, err := wanbed("site", "kill", "ap-northeast-1"); err != nil || !strings.Contains(out, "killed") || alive(sites[2].PID) {
+		t.Fatalf("site kill: %q %v (pid %d alive %v)", out, err, sites[2].PID, alive(sites[2].PID))
+	}
+	if _, err := wanbed("site", "kill", "ap-northeast-1"); err == nil || !strings.Contains(err.Error(), "is not running") {
+		t.Fatalf("kill of a dead site: %v", err)
+	}
+	if _, err := wanbed("site", "start", "mars-1"); err == nil || !strings.Contains(err.Error(), `no site "mars-1"`) {
+		t.Fatalf("start of an unknown site: %v", err)
+	}
+	if out, err := wanbed("site", "start", "ap-northeast-1"); err != nil || !strings.Contains(out, "started") {
+		t.Fatalf("site start: %q %v", out, err)
+	}
+	st, err := loadState(dir)
+	if err != nil || st.Sites[2].PID == sites[2].PID || !alive(st.Sites[2].PID) {
+		t.Fatalf("after start: %+v %v", st, err)
+	}
+	if out, err := wanbed("site", "stop", "us-east-1"); err != nil || !strings.Contains(out, "stopped") || alive(sites[0].PID) {
+		t.Fatalf("site stop: %q %v", out, err)
+	}
+	sites[2].PID = st.Sites[2].PID // down must stop the restarted one
 	if _, err := wanbed("down"); err != nil {
 		t.Fatal(err)
 	}
