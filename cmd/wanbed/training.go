@@ -23,6 +23,10 @@ import (
 	"github.com/stabilizer/stabilizer/wan"
 )
 
+// trainingSettle is how long a checkpoint file must stand still before the
+// trainer's stabsync hashes and publishes it.
+const trainingSettle = 100 * time.Millisecond
+
 // trainingOptions shape the training scenario.
 type trainingOptions struct {
 	checkpoints           int // committed before the region is lost
@@ -172,7 +176,7 @@ func (t *training) setup(ctx context.Context) error {
 		t.o.shards, mib(t.o.shardBytes), mib(t.o.writeRate), t.o.interval)
 	fmt.Fprintf(t.w, "manifests, lineage and the share's visibility wait for %s; links at %s; lease TTL %v\n", t.o.predicate, t.bwText(), t.o.ttl)
 	out, err := exec.CommandContext(ctx, t.sync, "init", t.folder(t.us), "--share", t.o.share, "--site", siteOf(t.st, t.us).Client,
-		"--create", "--visibility", t.o.predicate, "--marker", ".metadata", "--commit-dirs", "step-*", "--settle", "100ms").CombinedOutput()
+		"--create", "--visibility", t.o.predicate, "--marker", ".metadata", "--commit-dirs", "step-*", "--settle", trainingSettle.String()).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("stabsync init at %s: %v\n%s", t.us, err, out)
 	}
