@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"sync"
 
@@ -185,7 +186,10 @@ func (t *Transport) Start(h Handler) error {
 		l := track(raw)
 		t.mu.listeners = append(t.mu.listeners, l)
 		t.goLocked(func() {
-			if err := srv.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			// Close closes the listeners before it stops the server, so
+			// Serve ends with ErrClosed then: a clean shutdown, not a
+			// failure to log as an error.
+			if err := srv.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
 				t.log.Error("serve failed", "addr", l.Addr().String(), "error", err)
 			}
 		})

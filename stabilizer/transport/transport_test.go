@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
@@ -766,4 +767,42 @@ func TestCloseEndsSilentConnections(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Close still waits for a silent connection after 20s (handshake timeout 1m)")
 	}
+}
+
+// TestCloseLogsNoError: a transport that shuts down cleanly logs no error
+// (its listeners closing under Serve is the shutdown, not a failure).
+func TestCloseLogsNoError(t *testing.T) {
+	var buf syncBuffer
+	c := &cluster{tb: t, names: []string{"a", "b"}, mutate: func(name string, cfg *Config) {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "transport." + name, Output: &buf, Level: hclog.Error})
+	}}
+	a, b := c.start("a"), c.start("b")
+	waitUp(t, a, "b")
+	waitUp(t, b, "a")
+	for _, s := range []*site{a, b} {
+		if err := s.t.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := buf.String(); s != "" {
+		t.Fatalf("clean shutdown logged:\n%s", s)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the loggers of several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
