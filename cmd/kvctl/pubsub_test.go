@@ -27,17 +27,7 @@ type pubsubCase struct {
 func (tc pubsubCase) run(t *testing.T, endpoint string) {
 	t.Helper()
 	if tc.stdin != "" {
-		f := filepath.Join(t.TempDir(), "stdin")
-		if err := os.WriteFile(f, []byte(tc.stdin), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		in, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		saved := os.Stdin
-		os.Stdin = in
-		defer func() { os.Stdin = saved; in.Close() }()
+		defer withStdin(t, tc.stdin)()
 	}
 	var out, errOut bytes.Buffer
 	code := run(append(tc.args, "--endpoint", endpoint), &out, &errOut)
@@ -59,6 +49,23 @@ func (tc pubsubCase) run(t *testing.T, endpoint string) {
 	if strings.Count(strings.TrimSpace(errOut.String()), "\n") != 0 {
 		t.Fatalf("kvctl %s: error is not one line: %q", strings.Join(tc.args, " "), errOut.String())
 	}
+}
+
+// withStdin makes stdin read the given text until the returned func
+// restores it.
+func withStdin(t *testing.T, text string) (restore func()) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "stdin")
+	if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stdin
+	os.Stdin = in
+	return func() { os.Stdin = saved; in.Close() }
 }
 
 func runAll(t *testing.T, endpoint string, cases []pubsubCase) {
@@ -178,17 +185,7 @@ func TestPubKeepGoingAndIDField(t *testing.T) {
 	(pubsubCase{args: []string{"topic", "create", "events"}, stdout: ".*"}).run(t, site.Addr)
 	pub := func(stdin string, args ...string) (int, string, string) {
 		t.Helper()
-		f := filepath.Join(t.TempDir(), "stdin")
-		if err := os.WriteFile(f, []byte(stdin), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		in, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		saved := os.Stdin
-		os.Stdin = in
-		defer func() { os.Stdin = saved; in.Close() }()
+		defer withStdin(t, stdin)()
 		var out, errOut bytes.Buffer
 		code := run(append(append([]string{"pub"}, args...), "--endpoint", site.Addr), &out, &errOut)
 		return code, out.String(), errOut.String()

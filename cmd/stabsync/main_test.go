@@ -15,6 +15,7 @@ import (
 	"github.com/stabilizer/stabilizer/fileshare/client"
 	"github.com/stabilizer/stabilizer/fileshare/filesharepb"
 	"github.com/stabilizer/stabilizer/fileshare/filesharetest"
+	"github.com/stabilizer/stabilizer/stabilizer/stabilizertest/testhelp"
 )
 
 func stabsync(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -163,7 +164,7 @@ func TestCommandsAgainstAFakeSite(t *testing.T) {
 // goroutines at once end up in one bar that reaches their total, and a
 // failed one is said on a line of its own.
 func TestProgressOfTransfersSideBySide(t *testing.T) {
-	var buf syncBuffer
+	var buf testhelp.SyncBuffer
 	b := newBars(&buf)
 	trs := make([]client.Transfer, 4)
 	for i := range trs {
@@ -192,21 +193,4 @@ func TestProgressOfTransfersSideBySide(t *testing.T) {
 	if b.bar != nil || len(b.active) != 0 {
 		t.Fatalf("a bar is left with %d transfers", len(b.active))
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -122,10 +122,13 @@ func TestCommitDirAppearsAtOnceAfterTheMarker(t *testing.T) {
 	}
 }
 
-func TestMassDeleteGuard(t *testing.T) {
-	e := newEnv(t, &filesharepb.Share{Name: "docs"})
-	a := e.client("a", "us-east-1", Options{})
-	b := e.client("b", "eu-west-1", Options{})
+// fourOfSixRemoved syncs six files from a to b, then removes four of them
+// at a: a mass delete, not published yet.
+func fourOfSixRemoved(t *testing.T) (e *env, a, b *tclient) {
+	t.Helper()
+	e = newEnv(t, &filesharepb.Share{Name: "docs"})
+	a = e.client("a", "us-east-1", Options{})
+	b = e.client("b", "eu-west-1", Options{})
 	for _, p := range []string{"1", "2", "3", "4", "5", "6"} {
 		a.write(p, "file "+p)
 	}
@@ -135,6 +138,11 @@ func TestMassDeleteGuard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return e, a, b
+}
+
+func TestMassDeleteGuard(t *testing.T) {
+	e, a, b := fourOfSixRemoved(t)
 	n := len(e.cl.Versions())
 	res := a.round()
 	if res.MassDelete == nil {
@@ -310,18 +318,7 @@ func TestMassDeleteSeenWhole(t *testing.T) {
 // next rounds fetch the files back from the share; nothing was deleted
 // anywhere.
 func TestRestoreMissing(t *testing.T) {
-	e := newEnv(t, &filesharepb.Share{Name: "docs"})
-	a := e.client("a", "us-east-1", Options{})
-	b := e.client("b", "eu-west-1", Options{})
-	for _, p := range []string{"1", "2", "3", "4", "5", "6"} {
-		a.write(p, "file "+p)
-	}
-	quiesce(t, a, b)
-	for _, p := range []string{"1", "2", "3", "4"} {
-		if err := os.Remove(filepath.Join(a.dir, p)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, a, b := fourOfSixRemoved(t)
 	a.round()
 	if res := a.round(); res.MassDelete == nil {
 		t.Fatalf("no mass-delete stop: %+v", res)

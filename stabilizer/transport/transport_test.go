@@ -772,7 +772,7 @@ func TestCloseEndsSilentConnections(t *testing.T) {
 // TestCloseLogsNoError: a transport that shuts down cleanly logs no error
 // (its listeners closing under Serve is the shutdown, not a failure).
 func TestCloseLogsNoError(t *testing.T) {
-	var buf syncBuffer
+	var buf testhelp.SyncBuffer
 	c := &cluster{tb: t, names: []string{"a", "b"}, mutate: func(name string, cfg *Config) {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "transport." + name, Output: &buf, Level: hclog.Error})
 	}}
@@ -787,22 +787,4 @@ func TestCloseLogsNoError(t *testing.T) {
 	if s := buf.String(); s != "" {
 		t.Fatalf("clean shutdown logged:\n%s", s)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the loggers of several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
