@@ -162,12 +162,12 @@ func (r *remote) pickEndpoint() error {
 	if !strings.Contains(r.endpoint, ",") {
 		return nil
 	}
+	addrs := r.addrs()
+	if len(addrs) == 0 {
+		return usageError{fmt.Errorf("--endpoint %q names no address", r.endpoint)}
+	}
 	var tried []string
-	for _, a := range strings.Split(r.endpoint, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
+	for _, a := range addrs {
 		c, err := net.DialTimeout("tcp", a, min(r.timeout, 2*time.Second))
 		if err == nil {
 			c.Close()
@@ -175,9 +175,6 @@ func (r *remote) pickEndpoint() error {
 			return nil
 		}
 		tried = append(tried, fmt.Sprintf("%s: %v", a, err))
-	}
-	if len(tried) == 0 {
-		return usageError{fmt.Errorf("--endpoint %q names no address", r.endpoint)}
 	}
 	return fmt.Errorf("cannot reach any site of --endpoint: is stabilizerd running there? %s", strings.Join(tried, "; "))
 }

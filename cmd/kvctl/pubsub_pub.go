@@ -244,12 +244,11 @@ func (p *pubRun) sync(next messages) error {
 			}
 			err = p.fail(n, err)
 		}
+		p.out.printFailure(n, id, err)
 		if !p.keepGoing {
-			p.out.printFailure(n, id, err)
 			return err
 		}
 		failed++
-		p.out.printFailure(n, id, err)
 		p.out.warn(err)
 	}
 	if failed > 0 {
@@ -357,9 +356,7 @@ func (p *pubPrinter) printFailure(n int, id string, err error) {
 
 // warn says a failure that does not end the command, on stderr.
 func (p *pubPrinter) warn(err error) {
-	if p.errw != nil {
-		fmt.Fprintf(p.errw, "kvctl: %v\n", err)
-	}
+	fmt.Fprintf(p.errw, "kvctl: %v\n", err)
 }
 
 // pubPrinter prints each publish's answer: a line (text), a JSON line
