@@ -56,7 +56,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for pred, f := range st.Frontiers {
 			ch <- prometheus.MustNewConstMetric(descFrontier, prometheus.GaugeValue, float64(f.Seq), o, name, pred)
-			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lagSeconds(f, st.Head, c.uncovered.since(st, f), now), o, name, pred)
+			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lagSeconds(f, st.Head, c.uncovered.since(st, pred), now), o, name, pred)
 		}
 	}
 }

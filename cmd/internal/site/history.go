@@ -57,7 +57,7 @@ type series struct {
 // add records one sample of every stream's frontiers taken at now;
 // uncovered says since when each frontier's first uncovered write waits
 // (nil or zero: unknown, see lagSeconds).
-func (h *history) add(now time.Time, streams []stabilizer.StreamStatus, uncovered func(stabilizer.StreamStatus, stabilizer.FrontierState) time.Time) {
+func (h *history) add(now time.Time, streams []stabilizer.StreamStatus, uncovered func(stabilizer.StreamStatus, string) time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.mu.series == nil {
@@ -76,7 +76,7 @@ func (h *history) add(now time.Time, streams []stabilizer.StreamStatus, uncovere
 			}
 			var since time.Time
 			if uncovered != nil {
-				since = uncovered(st, f)
+				since = uncovered(st, pred)
 			}
 			s.ring[s.next] = point{f.Seq, lagSeconds(f, st.Head, since, now)}
 			s.next = (s.next + 1) % historyLen
@@ -121,29 +121,37 @@ func lagSeconds(f stabilizer.FrontierState, head uint64, since, now time.Time) f
 	return max(0, now.Sub(since).Seconds())
 }
 
-// uncovered remembers, per stream, the HLC of the first entry above a
-// frontier, so that lag is measured from the oldest write a predicate has
-// not covered yet. Each (stream, seq) is read once. Its mutex is a leaf.
+// uncovered remembers, per frontier, the HLC of the first entry above it,
+// so that lag is measured from the oldest write a predicate has not
+// covered yet. Each frontier's entry is read once per position, and one
+// is kept per frontier. Its mutex is a leaf.
 type uncovered struct {
 	node *stabilizer.Node
 	mu   struct {
 		sync.Mutex
-		at map[stabilizer.StreamID]map[uint64]time.Time
+		at map[histKey]uncoveredAt
 	}
 }
 
-// since returns when entry f.Seq+1 of st was written (its HLC), zero when
-// f is at the head or the entry cannot be read (truncated, or the site is
-// closing).
-func (u *uncovered) since(st stabilizer.StreamStatus, f stabilizer.FrontierState) time.Time {
+// uncoveredAt is the first entry above a frontier and when it was written.
+type uncoveredAt struct {
+	seq uint64
+	at  time.Time
+}
+
+// since returns when entry f.Seq+1 of st was written (its HLC), where f is
+// st's frontier of pred; zero when f is at the head or the entry cannot be
+// read (truncated, or the site is closing).
+func (u *uncovered) since(st stabilizer.StreamStatus, pred string) time.Time {
+	f := st.Frontiers[pred]
 	if f.Seq >= st.Head {
 		return time.Time{}
 	}
-	seq := f.Seq + 1
+	k, seq := histKey{st.Stream, pred}, f.Seq+1
 	u.mu.Lock()
-	if t, ok := u.mu.at[st.Stream][seq]; ok {
+	if c, ok := u.mu.at[k]; ok && c.seq == seq {
 		u.mu.Unlock()
-		return t
+		return c.at
 	}
 	u.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -156,19 +164,9 @@ func (u *uncovered) since(st stabilizer.StreamStatus, f stabilizer.FrontierState
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.mu.at == nil {
-		u.mu.at = map[stabilizer.StreamID]map[uint64]time.Time{}
+		u.mu.at = map[histKey]uncoveredAt{}
 	}
-	m := u.mu.at[st.Stream]
-	if m == nil {
-		m = map[uint64]time.Time{}
-		u.mu.at[st.Stream] = m
-	}
-	for k := range m {
-		if k < seq && len(m) >= 8 { // frontiers moved past it
-			delete(m, k)
-		}
-	}
-	m[seq] = t
+	u.mu.at[k] = uncoveredAt{seq, t}
 	return t
 }
 

@@ -210,8 +210,9 @@ func (s *Site) view(ctx context.Context) (statusView, error) {
 // sites whose ack is below the next seq (as WaitFor's timeout error says).
 func (s *Site) frontierView(ctx context.Context, st stabilizer.StreamStatus, pred string, now time.Time) frontierView {
 	f := st.Frontiers[pred]
+	since := s.uncovered.since(st, pred)
 	fv := frontierView{Predicate: pred, Seq: f.Seq, Version: f.Version, Behind: st.Head - min(f.Seq, st.Head),
-		LagSeconds: lagSeconds(f, st.Head, s.uncovered.since(st, f), now)}
+		LagSeconds: lagSeconds(f, st.Head, since, now)}
 	fv.Lag = secondsText(fv.LagSeconds)
 	if fv.Behind > 0 && f.HLC.Wall <= 0 {
 		fv.Lag = "—" // nothing stable yet: no time to measure from
@@ -221,7 +222,7 @@ func (s *Site) frontierView(ctx context.Context, st stabilizer.StreamStatus, pre
 	// Stalled since the frontier last moved, or since the first write it
 	// does not cover arrived, whichever is later: a frontier idle for an
 	// hour that a write 20 s ago is waiting on has stalled for 20 s.
-	if since := s.uncovered.since(st, f); since.After(moved) {
+	if since.After(moved) {
 		moved = since
 	}
 	if fv.Behind > 0 && !moved.IsZero() && now.Sub(moved) >= s.console.StallAfter {
