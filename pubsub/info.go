@@ -69,10 +69,8 @@ func (b *Broker) info(ctx context.Context, t *topicState) TopicInfo {
 		if n > 0 {
 			oi.FirstSeq, _ = b.store.firstSeq(t.def.Name, o)
 		}
-		if t.delivery != "" {
-			if f, err := b.node.Frontier(ctx, stabilizer.StreamID{Origin: o, Name: Stream}, t.delivery); err == nil {
-				oi.DeliveryFrontier = min(oi.DeliveryFrontier, f.Seq)
-			}
+		if upTo, ok := b.deliverable(ctx, t, o, st.LastSeq); ok {
+			oi.DeliveryFrontier = upTo
 		}
 		out.Origins = append(out.Origins, oi)
 	}
@@ -135,6 +133,20 @@ func (b *Broker) Subscriptions(ctx context.Context, topic string) ([]Subscriptio
 	return out, err
 }
 
+// deliverable returns the last of origin's messages of t, up to last,
+// that this site may deliver: last, or less under the topic's delivery
+// predicate; false when that predicate's frontier cannot be read.
+func (b *Broker) deliverable(ctx context.Context, t *topicState, origin string, last uint64) (uint64, bool) {
+	if t.delivery == "" {
+		return last, true
+	}
+	f, err := b.node.Frontier(ctx, stabilizer.StreamID{Origin: origin, Name: Stream}, t.delivery)
+	if err != nil {
+		return 0, false
+	}
+	return min(last, f.Seq), true
+}
+
 // backlog counts the messages of topic stored here above pos and not acked
 // by it, up to each origin's delivery frontier (see SubscriptionInfo).
 func (b *Broker) backlog(ctx context.Context, topic string, pos consumer.Position) uint64 {
@@ -145,10 +157,8 @@ func (b *Broker) backlog(ctx context.Context, topic string, pos consumer.Positio
 	var n uint64
 	for o, st := range b.store.stats(topic) {
 		upTo := st.LastSeq
-		if t.delivery != "" {
-			if f, err := b.node.Frontier(ctx, stabilizer.StreamID{Origin: o, Name: Stream}, t.delivery); err == nil {
-				upTo = min(upTo, f.Seq)
-			}
+		if u, ok := b.deliverable(ctx, t, o, st.LastSeq); ok {
+			upTo = u
 		}
 		p := pos[o]
 		after := max(p.Floor, st.Floor.Seq)

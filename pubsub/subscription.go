@@ -11,7 +11,6 @@ import (
 
 	"github.com/stabilizer/stabilizer/pubsub/internal/consumer"
 	"github.com/stabilizer/stabilizer/pubsub/pubsubpb"
-	"github.com/stabilizer/stabilizer/stabilizer"
 )
 
 // StartKind says where a new subscription begins.
@@ -711,15 +710,9 @@ func (s *subscription) fill() {
 		return
 	}
 	for origin, st := range s.b.store.stats(s.key.topic) {
-		upTo := st.LastSeq
-		if t.delivery != "" {
-			f, err := s.b.node.Frontier(s.b.ctx, stabilizer.StreamID{Origin: origin, Name: Stream}, t.delivery)
-			if err != nil {
-				continue
-			}
-			upTo = min(upTo, f.Seq)
+		if upTo, ok := s.b.deliverable(s.b.ctx, t, origin, st.LastSeq); ok {
+			s.fillOrigin(origin, upTo)
 		}
-		s.fillOrigin(origin, upTo)
 	}
 }
 
