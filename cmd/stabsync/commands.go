@@ -165,7 +165,7 @@ nothing itself.`,
 				case err == nil && in:
 					fmt.Fprintf(cmd.OutOrStdout(), "%s: in sync (%d files)\n", st.Folder, len(st.Files))
 					return nil
-				case err == nil && (st.State == "mass-delete" || st.State == "error"):
+				case err == nil && st.Stopped():
 					return fmt.Errorf("wait: %s: %s", st.State, st.Error)
 				case time.Now().After(deadline):
 					if err != nil {

@@ -161,7 +161,6 @@ func (s *Syncer) RestoreMissing() ([]string, error) {
 	}
 	for _, p := range out {
 		delete(s.ix.Base, p)
-		delete(s.missing, p)
 	}
 	slices.Sort(out)
 	return out, s.ix.save(s.root)

@@ -154,22 +154,24 @@ func (s *Syncer) scan(now time.Time) (scanResult, error) {
 }
 
 // vanishing returns the synced paths missing from local for less than the
-// settle time (see plan.Input.Vanishing), remembering when each was first
-// missed, and when the next of them settles.
+// settle time (see plan.Input.Vanishing), and when the next of them
+// settles. s.missing keeps when each synced path still missing was first
+// missed; it is rebuilt each round, so paths that came back, whose delete
+// was published or that left the index drop out of it.
 func (s *Syncer) vanishing(local map[string]plan.Local, now time.Time) (map[string]bool, time.Time) {
 	settle := time.Duration(s.cfg.SettleTime)
 	var out map[string]bool
 	var wake time.Time
+	missing := map[string]time.Time{}
 	for p, b := range s.ix.Base {
 		if _, ok := local[p]; ok || b.Deleted() {
-			delete(s.missing, p)
 			continue
 		}
 		since, ok := s.missing[p]
 		if !ok {
 			since = now
-			s.missing[p] = now
 		}
+		missing[p] = since
 		if w := since.Add(settle); w.After(now) {
 			if out == nil {
 				out = map[string]bool{}
@@ -180,11 +182,7 @@ func (s *Syncer) vanishing(local map[string]plan.Local, now time.Time) (map[stri
 			}
 		}
 	}
-	for p := range s.missing {
-		if _, ok := s.ix.Base[p]; !ok {
-			delete(s.missing, p)
-		}
-	}
+	s.missing = missing
 	return out, wake
 }
 

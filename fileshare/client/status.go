@@ -309,10 +309,13 @@ func (s *Syncer) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
+// Stopped reports whether the running stabsync stopped syncing the folder:
+// for a mass delete, or on an error (Error says which).
+func (st Status) Stopped() bool { return st.State == "mass-delete" || st.State == "error" }
+
 // InSync reports whether the folder and its share agree: every file synced
-// (paths the folder does not materialize aside) and no stop for a mass
-// delete or an error. It also returns the files that are not, for a
-// caller to say what it waits for.
+// (paths the folder does not materialize aside) and not Stopped. It also
+// returns the files that are not, for a caller to say what it waits for.
 func (st Status) InSync() (bool, []FileStatus) {
 	var out []FileStatus
 	for _, f := range st.Files {
@@ -320,5 +323,5 @@ func (st Status) InSync() (bool, []FileStatus) {
 			out = append(out, f)
 		}
 	}
-	return len(out) == 0 && st.State != "mass-delete" && st.State != "error", out
+	return len(out) == 0 && !st.Stopped(), out
 }

@@ -179,7 +179,7 @@ func Open(folder string, o Options) (*Syncer, error) {
 		return nil, err
 	}
 	s := &Syncer{folder: folder, root: root, cfg: cfg, log: o.Logger, progress: o.Progress, now: o.Now, r: r,
-		kick: make(chan struct{}, 1), ix: ix, seen: map[string]seen{}, missing: map[string]time.Time{},
+		kick: make(chan struct{}, 1), ix: ix, seen: map[string]seen{},
 		allowOnce: o.AllowMassDelete, badLogged: map[string]bool{}, pathChecks: map[string]string{}, parts: map[plan.VersionID]*part{},
 		landings: map[plan.Hash]landing{}}
 	if s.log == nil {
