@@ -604,32 +604,25 @@ func (n *Node) loop() {
 // fsync).
 func (n *Node) drain() {
 	for range 4096 {
-		select {
-		case f := <-n.ctrl:
-			f()
-			continue
-		default:
-		}
-		select {
-		case f := <-n.ctrl:
-			f()
-			continue
-		case f := <-n.inputs:
-			f()
-			continue
-		default:
-		}
-		select {
-		case f := <-n.ctrl:
-			f()
-		case f := <-n.inputs:
-			f()
-		case f := <-n.bulkIn:
-			f()
-		default:
+		f := n.waiting()
+		if f == nil {
 			return
 		}
+		f()
 	}
+}
+
+// waiting takes the first input that waits, looking at control, then data,
+// then bulk; nil when none does.
+func (n *Node) waiting() func() {
+	for _, ch := range [...]chan func(){n.ctrl, n.inputs, n.bulkIn} {
+		select {
+		case f := <-ch:
+			return f
+		default:
+		}
+	}
+	return nil
 }
 
 // nextReady hands the core's next Ready to the writer unless one is being
