@@ -68,12 +68,8 @@ folder and waits until it answers /healthz. The other sites and the links are un
 		if err := syscall.Kill(s.PID, syscall.SIGKILL); err != nil {
 			return fmt.Errorf("kill site %s (pid %d): %w", s.Site, s.PID, err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for alive(s.PID) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("site %s (pid %d) still runs 10 s after SIGKILL", s.Site, s.PID)
-			}
-			time.Sleep(20 * time.Millisecond) // polling the process table
+		if !waitExit(s.PID, time.Now().Add(10*time.Second)) {
+			return fmt.Errorf("site %s (pid %d) still runs 10 s after SIGKILL", s.Site, s.PID)
 		}
 		return nil
 	})

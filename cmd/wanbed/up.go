@@ -252,14 +252,23 @@ func stopPIDs(pids []int, out io.Writer) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for _, pid := range pids {
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if alive(pid) {
+		if !waitExit(pid, deadline) {
 			fmt.Fprintf(out, "pid %d did not stop on SIGTERM; killing it\n", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// waitExit polls until pid has exited or deadline passed, and reports
+// whether it exited.
+func waitExit(pid int, deadline time.Time) bool {
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond) // polling the process table
+	}
+	return true
 }
 
 // zombie reports whether pid has exited but was not reaped (its parent,
